@@ -1,0 +1,58 @@
+//! The pure decision logic: `(state, now, cost) -> (new state, decision)`, one file per
+//! algorithm, with no atomics and no clock.
+//!
+//! Every algorithm keeps its whole state in one `u64` whose bit layout its module documents,
+//! and every algorithm's fresh state (a limiter never used) is `0`. The atomic cell
+//! ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these functions inside a
+//! compare-and-swap loop; tests run them on plain integers.
+
+mod fixed_window;
+mod gcra;
+mod leaky_bucket;
+mod sliding_window;
+mod token_bucket;
+mod window;
+
+pub use fixed_window::{FixedWindow, FixedWindowState};
+pub use gcra::GcraState;
+pub use leaky_bucket::LeakyBucket;
+pub use sliding_window::{SlidingWindow, SlidingWindowState};
+pub use token_bucket::TokenBucket;
+
+use crate::{Decision, Timestamp};
+
+/// The state word of a limiter (or key) that has never admitted anything, for every algorithm.
+pub const FRESH_STATE: u64 = 0;
+
+/// A rate-limiting algorithm as a pure function over a packed 64-bit state.
+///
+/// # Contract
+/// - `decide` is pure: the same `(state, now, cost)` always gives the same transition.
+/// - A denied decision leaves the state unchanged (only admitted requests are counted), so a
+///   denial needs no write.
+/// - `cost <= capacity()` is the caller's precondition (the limiters check it and return
+///   [`CostTooLarge`](crate::CostTooLarge)); a larger cost is denied, never a panic.
+/// - Time may go backwards between calls; the algorithm must never admit more because of it.
+pub trait Algorithm: Send + Sync {
+    /// The heaviest single request that can ever pass.
+    fn capacity(&self) -> u64;
+
+    /// Decides a request of weight `cost` arriving at `now`, given the current `state`.
+    fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition;
+}
+
+/// The result of [`Algorithm::decide`]: the state to store and the answer to give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The state after the decision (equal to the input state when denied).
+    pub state: u64,
+    /// The answer.
+    pub decision: Decision,
+}
+
+impl Transition {
+    /// A refusal, which keeps `state` as it is.
+    pub(crate) const fn refuse(state: u64, decision: Decision) -> Self {
+        Transition { state, decision }
+    }
+}

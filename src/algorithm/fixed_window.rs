@@ -1,0 +1,141 @@
+//! Fixed window counter: `limit` per window, windows aligned to multiples of `w` since the
+//! UNIX epoch.
+
+use std::time::Duration;
+
+use crate::error::QuotaError;
+use crate::{Decision, Quota, Timestamp};
+
+use super::window::WindowLayout;
+use super::{Algorithm, Transition};
+
+const FIELDS: u32 = 1;
+
+/// Packed state of the fixed window counter: `[window index | count]`, split as
+/// [`FixedWindow::count_bits`] says (the layout depends on the window length; see
+/// `docs/design.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedWindowState(u64);
+
+impl FixedWindowState {
+    /// Reads a raw state word.
+    pub const fn from_raw(raw: u64) -> Self {
+        FixedWindowState(raw)
+    }
+
+    /// The raw state word.
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The window the count belongs to (`now / w` when it was last written).
+    pub fn index(self, limiter: &FixedWindow) -> u64 {
+        limiter.layout.index(self.0, FIELDS)
+    }
+
+    /// Units admitted in that window.
+    pub fn count(self, limiter: &FixedWindow) -> u64 {
+        limiter.layout.counter(self.0, 0)
+    }
+}
+
+/// Fixed window counter: at most `limit` units per window of length `w`; windows start at
+/// multiples of `w` since the UNIX epoch (a one-minute window starts at :00).
+///
+/// Cheap and exact within a window, but it admits up to `2 * limit` across a boundary (the
+/// end of one window and the start of the next). Refused requests are not counted.
+///
+/// ```
+/// use tollgate::{DirectLimiter, FixedWindow, ManualClock, Timestamp};
+///
+/// let clock = ManualClock::starting_at(Timestamp::from_secs(59));
+/// let limiter = DirectLimiter::with_clock(FixedWindow::new("100/min".parse()?)?, clock.clone());
+/// assert_eq!((0..150).filter(|_| limiter.check().is_allowed()).count(), 100);
+/// clock.set(Timestamp::from_secs(61)); // a new minute: the boundary spike
+/// assert_eq!((0..150).filter(|_| limiter.check().is_allowed()).count(), 100);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedWindow {
+    limit: u64,
+    layout: WindowLayout,
+}
+
+impl FixedWindow {
+    /// `quota.count()` units per window of `quota.period()`.
+    ///
+    /// # Errors
+    /// [`QuotaError::BurstNotSupported`] when the quota has an explicit burst other than its
+    /// count; [`QuotaError::LimitTooLarge`] when the limit does not fit the packed state.
+    pub fn new(quota: Quota) -> Result<FixedWindow, QuotaError> {
+        if quota.explicit_burst().is_some_and(|burst| burst != quota.count()) {
+            return Err(QuotaError::BurstNotSupported {
+                algorithm: "fixed window counter",
+            });
+        }
+        let layout = WindowLayout::new(quota.period_nanos(), quota.count(), FIELDS)?;
+        Ok(FixedWindow {
+            limit: quota.count(),
+            layout,
+        })
+    }
+
+    /// The window length.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.layout.window())
+    }
+
+    /// The limit per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The largest limit that fits with this window.
+    pub fn max_limit(&self) -> u64 {
+        self.layout.count_mask()
+    }
+}
+
+impl Algorithm for FixedWindow {
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        let now = now.as_nanos();
+        let stored = FixedWindowState(state);
+        let now_index = self.layout.index_of(now);
+        let stored_index = stored.index(self);
+        // A new window starts empty. If the clock went back into an earlier window, keep
+        // deciding in the stored one: no time has passed.
+        let (index, count) = if now_index > stored_index {
+            (now_index, 0)
+        } else {
+            (stored_index, stored.count(self))
+        };
+        let until_window_end = self.layout.start_of(index.saturating_add(1)).saturating_sub(now);
+        match count.checked_add(cost) {
+            Some(total) if total <= self.limit => Transition {
+                state: self.layout.pack(index, &[total]),
+                decision: Decision::allowed(
+                    self.limit - total,
+                    if total > 0 { until_window_end } else { 0 },
+                    0,
+                ),
+            },
+            _ => Transition::refuse(
+                state,
+                Decision::denied(
+                    self.limit.saturating_sub(count),
+                    if cost <= self.limit {
+                        until_window_end
+                    } else {
+                        u64::MAX
+                    },
+                    if count > 0 { until_window_end } else { 0 },
+                ),
+            ),
+        }
+    }
+}

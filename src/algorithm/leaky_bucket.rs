@@ -1,0 +1,72 @@
+//! Leaky bucket as a shaper: requests leave at a fixed rate, early ones wait for their slot.
+
+use std::time::Duration;
+
+use crate::error::QuotaError;
+use crate::{Quota, Timestamp};
+
+use super::gcra::Gcra;
+use super::{Algorithm, Transition};
+
+/// Leaky bucket shaper: requests drain at exactly `count` per `period`. A request that arrives
+/// before its slot is **accepted with a delay** ([`Decision::delay`](crate::Decision::delay)),
+/// as long as at most `burst - 1` requests are waiting; past that it is refused.
+///
+/// `burst = 1` (a queue of zero) is a strict policer: one request per `period / count`, no
+/// burst, no waiting. The limiter never sleeps; the caller waits out the delay. State:
+/// [`GcraState`](super::GcraState), the time the queue will be empty. The emission interval is
+/// rounded up to whole nanoseconds, as for the [`TokenBucket`](super::TokenBucket).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota};
+///
+/// // 2 per second, at most 2 waiting.
+/// let shaper = DirectLimiter::with_clock(LeakyBucket::new("2/s burst 3".parse()?)?, ManualClock::new());
+/// let delays: Vec<_> = (0..4).map(|_| shaper.check()).map(|d| (d.is_allowed(), d.delay())).collect();
+/// assert_eq!(delays, [
+///     (true, Duration::ZERO),
+///     (true, Duration::from_millis(500)),
+///     (true, Duration::from_millis(1000)),
+///     (false, Duration::ZERO),
+/// ]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeakyBucket {
+    gcra: Gcra,
+}
+
+impl LeakyBucket {
+    /// A shaper draining `quota.count()` per `quota.period()` that accepts up to `quota.burst()`
+    /// requests at one instant (one proceeds, `burst - 1` wait).
+    ///
+    /// # Errors
+    /// [`QuotaError::BurstTooLarge`] when `burst * T` does not fit in a `u64` of nanoseconds.
+    pub fn new(quota: Quota) -> Result<LeakyBucket, QuotaError> {
+        Ok(LeakyBucket {
+            gcra: Gcra::new(&quota)?,
+        })
+    }
+
+    /// The most requests that may wait at once (`burst - 1`).
+    pub fn max_queue(&self) -> u64 {
+        self.gcra.capacity() - 1
+    }
+
+    /// The gap between two slots (rounded up to whole nanoseconds).
+    pub fn emission_interval(&self) -> Duration {
+        Duration::from_nanos(self.gcra.interval())
+    }
+}
+
+impl Algorithm for LeakyBucket {
+    fn capacity(&self) -> u64 {
+        self.gcra.capacity()
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        self.gcra.decide(state, now.as_nanos(), cost, true)
+    }
+}

@@ -1,0 +1,85 @@
+//! Window arithmetic and the packing shared by the fixed and sliding window counters.
+
+use std::time::Duration;
+
+use crate::error::QuotaError;
+
+/// How a window algorithm's 64-bit state is split, derived from the window length.
+///
+/// ```text
+///  63                      count_bits * fields                    0
+/// +----------------------------+-------------------+--------------+
+/// | window index (now / w)     | counter 1         | counter 0    |
+/// +----------------------------+-------------------+--------------+
+/// ```
+///
+/// The index field is exactly as wide as the largest index a `u64` timestamp can produce
+/// (`u64::MAX / w`), so the absolute window index is stored without truncation and never wraps.
+/// Whatever is left is shared by the counters; a limit that does not fit is refused at
+/// construction with [`QuotaError::LimitTooLarge`]. For a 1-second window the index takes 35
+/// bits; for a 1-minute window, 29.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowLayout {
+    window: u64,
+    count_bits: u32,
+}
+
+impl WindowLayout {
+    /// The layout for `fields` counters of a window of `window` ns holding up to `limit` each.
+    pub(crate) fn new(window: u64, limit: u64, fields: u32) -> Result<WindowLayout, QuotaError> {
+        let index_bits = u64::BITS - (u64::MAX / window).leading_zeros();
+        let count_bits = (u64::BITS - index_bits) / fields;
+        let layout = WindowLayout { window, count_bits };
+        if limit > layout.count_mask() {
+            return Err(QuotaError::LimitTooLarge {
+                limit,
+                max: layout.count_mask(),
+                window: Duration::from_nanos(window),
+            });
+        }
+        Ok(layout)
+    }
+
+    pub(crate) const fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The largest value a counter field holds.
+    pub(crate) const fn count_mask(&self) -> u64 {
+        // count_bits <= 63 because the index takes at least one bit.
+        (1 << self.count_bits) - 1
+    }
+
+    /// Counter `field` (0 is the lowest) of a raw state.
+    pub(crate) const fn counter(&self, raw: u64, field: u32) -> u64 {
+        (raw >> (field * self.count_bits)) & self.count_mask()
+    }
+
+    /// The window index of a raw state with `fields` counters.
+    pub(crate) const fn index(&self, raw: u64, fields: u32) -> u64 {
+        // The shift is below 64 because the index takes at least one bit.
+        raw >> (fields * self.count_bits)
+    }
+
+    /// Packs an index and counters (lowest first). Counters must be `<= count_mask()`.
+    pub(crate) fn pack(&self, index: u64, counters: &[u64]) -> u64 {
+        let mut raw = index;
+        for &count in counters.iter().rev() {
+            debug_assert!(count <= self.count_mask());
+            raw = (raw << self.count_bits) | count;
+        }
+        raw
+    }
+
+    /// The index of the window holding `now`.
+    #[inline]
+    pub(crate) const fn index_of(&self, now: u64) -> u64 {
+        now / self.window
+    }
+
+    /// When window `index` starts, saturating at the end of representable time.
+    #[inline]
+    pub(crate) const fn start_of(&self, index: u64) -> u64 {
+        index.saturating_mul(self.window)
+    }
+}

@@ -1,0 +1,43 @@
+//! The one compare-and-swap loop every limiter runs its algorithm in.
+//!
+//! # Orderings
+//! The state word is the only data a decision reads or writes: nothing else is published
+//! through it, and no other memory depends on it. Atomicity of the read-modify-write comes from
+//! the compare-and-swap on that one location (all writes to one atomic are totally ordered,
+//! whatever the ordering argument), so `Relaxed` is enough everywhere. `loom-tests` checks this
+//! under loom's model of the C++ memory model.
+
+use crate::algorithm::Transition;
+use crate::sync::{AtomicU64, Ordering};
+use crate::Decision;
+
+/// Runs `decide` on the word's current state and stores the new state if the request was
+/// admitted, retrying when another thread got there first.
+///
+/// A denial (or an admission that changes nothing) returns without writing: it is decided on a
+/// state the word really held, so it is linearizable at that load. `decide` must be pure; it may
+/// run several times.
+#[inline]
+pub(crate) fn update(word: &AtomicU64, mut decide: impl FnMut(u64) -> Transition) -> Decision {
+    // Relaxed: the state word is self-contained; a stale read only costs a failed CAS below.
+    let mut current = word.load(Ordering::Relaxed);
+    loop {
+        let Transition { state, decision } = decide(current);
+        if state == current {
+            return decision;
+        }
+        // Relaxed on success and failure: see the module's `# Orderings`. Weak: a spurious
+        // failure just reruns `decide` on the value it returns.
+        match word.compare_exchange_weak(current, state, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return decision,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+/// Reads the state for a decision that must not change it (`peek`).
+#[inline]
+pub(crate) fn load(word: &AtomicU64) -> u64 {
+    // Relaxed: see the module's `# Orderings`.
+    word.load(Ordering::Relaxed)
+}

@@ -1,0 +1,79 @@
+//! Where `now` comes from. Clocks are read once per decision, at the API edge; the decision
+//! logic itself takes `now` as an argument.
+//!
+//! Every clock here reports nanoseconds since the UNIX epoch on one shared timeline, so window
+//! boundaries fall on wall-clock multiples of the window. The precise and coarse clocks are
+//! monotonic readings of [`quanta`] anchored once per process to the system time.
+
+mod coarse;
+mod manual;
+mod precise;
+
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+pub use coarse::{CoarseClock, COARSE_UPKEEP_INTERVAL};
+pub use manual::ManualClock;
+pub use precise::PreciseClock;
+
+use crate::time::duration_to_nanos_saturating;
+use crate::Timestamp;
+
+/// A source of timestamps for limiters.
+///
+/// A clock may step backwards (quanta's TSC across cores can, by a few nanoseconds): the
+/// algorithms never admit more because of it, so clocks need not enforce monotonicity.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}
+
+/// The process-wide anchor that turns quanta's monotonic instants into UNIX time.
+#[derive(Debug)]
+struct Origin {
+    clock: quanta::Clock,
+    instant: quanta::Instant,
+    unix_nanos: u64,
+}
+
+impl Origin {
+    fn get() -> &'static Origin {
+        static ORIGIN: OnceLock<Origin> = OnceLock::new();
+        ORIGIN.get_or_init(|| {
+            let clock = quanta::Clock::new();
+            let instant = clock.now();
+            // A system clock set before 1970 is treated as the epoch itself.
+            let since_epoch = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            Origin {
+                clock,
+                instant,
+                unix_nanos: duration_to_nanos_saturating(since_epoch),
+            }
+        })
+    }
+
+    /// A quanta instant on the UNIX timeline. An instant before the origin (which quanta's
+    /// cross-core skew can produce) reads as the origin.
+    #[inline]
+    fn timestamp(&self, instant: quanta::Instant) -> Timestamp {
+        let since = instant.saturating_duration_since(self.instant);
+        Timestamp::from_nanos(
+            self.unix_nanos
+                .saturating_add(duration_to_nanos_saturating(since)),
+        )
+    }
+}

@@ -1,0 +1,104 @@
+//! The answer every limiter gives.
+
+use std::time::Duration;
+
+/// Whether a request passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The request may proceed (for the leaky bucket shaper: after [`Decision::delay`]).
+    Allowed,
+    /// The request is refused; it was not counted.
+    Denied,
+}
+
+/// What a limiter decided for one request, and what the caller may tell the client.
+///
+/// All durations are measured from the timestamp the decision was made at.
+///
+/// ```
+/// use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
+///
+/// let clock = ManualClock::new();
+/// let limiter = DirectLimiter::with_clock(TokenBucket::new(Quota::per_second(2)?)?, clock);
+/// let first = limiter.check();
+/// assert!(first.is_allowed());
+/// assert_eq!(first.remaining(), 1);
+/// limiter.check();
+/// let refused = limiter.check();
+/// assert!(!refused.is_allowed());
+/// assert_eq!(refused.retry_after().as_millis(), 500);
+/// assert_eq!(refused.reset_after().as_millis(), 1_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a decision that is not looked at limits nothing"]
+pub struct Decision {
+    outcome: Outcome,
+    remaining: u64,
+    retry_after_nanos: u64,
+    reset_after_nanos: u64,
+    delay_nanos: u64,
+}
+
+impl Decision {
+    /// An admitted request: `remaining` units still pass now, the limiter is full again after
+    /// `reset_after_nanos`, and the request itself should wait `delay_nanos` (non-zero only for
+    /// the shaper).
+    pub(crate) const fn allowed(remaining: u64, reset_after_nanos: u64, delay_nanos: u64) -> Self {
+        Decision {
+            outcome: Outcome::Allowed,
+            remaining,
+            retry_after_nanos: 0,
+            reset_after_nanos,
+            delay_nanos,
+        }
+    }
+
+    /// A refused request: `remaining` units would pass now, the same request passes after
+    /// `retry_after_nanos`, and the limiter is full again after `reset_after_nanos`.
+    pub(crate) const fn denied(remaining: u64, retry_after_nanos: u64, reset_after_nanos: u64) -> Self {
+        Decision {
+            outcome: Outcome::Denied,
+            remaining,
+            retry_after_nanos,
+            reset_after_nanos,
+            delay_nanos: 0,
+        }
+    }
+
+    /// Allowed or denied.
+    pub const fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// `true` when the request may proceed.
+    pub const fn is_allowed(&self) -> bool {
+        matches!(self.outcome, Outcome::Allowed)
+    }
+
+    /// How many units (requests of weight 1) would pass right now, after this decision.
+    pub const fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// For a refused request: how long until the same request (same weight) would pass if
+    /// nothing else is admitted meanwhile. Zero for an admitted request. A request that can never
+    /// pass (the end of representable time) reports about 584 years.
+    pub const fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after_nanos)
+    }
+
+    /// How long until the limiter is back to full (as if it had never been used), if nothing
+    /// else is admitted meanwhile.
+    pub const fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_after_nanos)
+    }
+
+    /// For the leaky bucket shaper: how long an admitted request must wait for its slot before
+    /// it proceeds. Zero for every other algorithm and for refused requests. The limiter never
+    /// sleeps; the caller waits.
+    pub const fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay_nanos)
+    }
+}

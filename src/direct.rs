@@ -1,0 +1,162 @@
+//! The un-keyed limiter: one algorithm, one cache-padded state word, one clock.
+
+use std::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::algorithm::{Algorithm, FRESH_STATE};
+use crate::clock::{Clock, PreciseClock};
+use crate::error::CostTooLarge;
+use crate::sync::AtomicU64;
+use crate::{cell, Decision, Timestamp};
+
+/// A limiter for one stream of requests (the whole service, one upstream, one tenant), shared
+/// by every thread that holds a reference to it.
+///
+/// Each decision reads the clock once and runs one compare-and-swap loop on one `AtomicU64`: no
+/// lock, no allocation. The word is padded to its own cache line so that neighbouring data never
+/// shares its line.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::{DirectLimiter, Quota, TokenBucket};
+///
+/// let limiter = Arc::new(DirectLimiter::new(TokenBucket::new(Quota::per_second(1000)?)?));
+/// let workers: Vec<_> = (0..4)
+///     .map(|_| {
+///         let limiter = Arc::clone(&limiter);
+///         std::thread::spawn(move || (0..100).filter(|_| limiter.check().is_allowed()).count())
+///     })
+///     .collect();
+/// let admitted: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+/// assert_eq!(admitted, 400); // a fresh bucket of 1000 admits all of them
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DirectLimiter<A, C = PreciseClock> {
+    state: CachePadded<AtomicU64>,
+    algorithm: A,
+    clock: C,
+}
+
+impl<A: Algorithm> DirectLimiter<A, PreciseClock> {
+    /// A limiter on the [`PreciseClock`].
+    pub fn new(algorithm: A) -> Self {
+        DirectLimiter::with_clock(algorithm, PreciseClock::new())
+    }
+}
+
+impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
+    /// A limiter reading `clock`.
+    pub fn with_clock(algorithm: A, clock: C) -> Self {
+        DirectLimiter {
+            state: CachePadded::new(AtomicU64::new(FRESH_STATE)),
+            algorithm,
+            clock,
+        }
+    }
+
+    /// Decides one request of weight 1 now, and counts it if admitted.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        self.check_at(self.clock.now())
+    }
+
+    /// Decides one request of weight `cost` now, and counts it if admitted.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`] when `cost` exceeds the [capacity](Self::capacity): such a request could
+    /// never pass. The state is not touched.
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.check_n_at(cost, self.clock.now())
+    }
+
+    /// What [`check`](Self::check) would answer now, without counting anything.
+    #[inline]
+    pub fn peek(&self) -> Decision {
+        self.peek_at(self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, without counting anything.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.peek_n_at(cost, self.clock.now())
+    }
+
+    /// [`check`](Self::check) at a time the caller supplies instead of the clock's.
+    #[inline]
+    pub fn check_at(&self, now: Timestamp) -> Decision {
+        // Every algorithm's capacity is at least 1.
+        cell::update(&self.state, |state| self.algorithm.decide(state, now, 1))
+    }
+
+    /// [`check_n`](Self::check_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn check_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(cell::update(&self.state, |state| {
+            self.algorithm.decide(state, now, cost)
+        }))
+    }
+
+    /// [`peek`](Self::peek) at a time the caller supplies.
+    #[inline]
+    pub fn peek_at(&self, now: Timestamp) -> Decision {
+        self.algorithm.decide(cell::load(&self.state), now, 1).decision
+    }
+
+    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(self.algorithm.decide(cell::load(&self.state), now, cost).decision)
+    }
+
+    /// The heaviest request that can ever pass.
+    pub fn capacity(&self) -> u64 {
+        self.algorithm.capacity()
+    }
+
+    /// The algorithm and its parameters.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The raw packed state word (for diagnostics and tests).
+    pub fn raw_state(&self) -> u64 {
+        cell::load(&self.state)
+    }
+
+    #[inline]
+    fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(CostTooLarge { cost, capacity });
+        }
+        Ok(())
+    }
+}
+
+impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DirectLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("state", &cell::load(&self.state))
+            .finish()
+    }
+}

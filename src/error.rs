@@ -1,0 +1,93 @@
+//! Typed errors: every bad input is refused at construction, never on the decision path.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A quota or algorithm configuration that tollgate refuses to build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// The count (requests per period, or the window's limit) is zero.
+    ZeroCount,
+    /// The period (or window) is zero.
+    ZeroPeriod,
+    /// The period does not fit in a `u64` of nanoseconds (about 584 years).
+    PeriodOverflow {
+        /// The period asked for.
+        period: Duration,
+    },
+    /// An explicit burst of zero.
+    ZeroBurst,
+    /// `burst` times the emission interval does not fit in a `u64` of nanoseconds.
+    BurstTooLarge {
+        /// The burst asked for.
+        burst: u64,
+        /// The largest burst that fits with this rate.
+        max: u64,
+    },
+    /// The window's limit does not fit beside the window index in the packed 64-bit state.
+    LimitTooLarge {
+        /// The limit asked for.
+        limit: u64,
+        /// The largest limit that fits for this window.
+        max: u64,
+        /// The window.
+        window: Duration,
+    },
+    /// A burst was given to a window algorithm, which has none (its limit is its burst).
+    BurstNotSupported {
+        /// The algorithm that was asked for.
+        algorithm: &'static str,
+    },
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::ZeroCount => f.write_str("the count of a quota must be at least 1"),
+            QuotaError::ZeroPeriod => f.write_str("the period (window) of a quota must be longer than zero"),
+            QuotaError::PeriodOverflow { period } => write!(
+                f,
+                "a period of {period:?} does not fit in 64 bits of nanoseconds (at most about 584 years)"
+            ),
+            QuotaError::ZeroBurst => f.write_str("a burst must be at least 1"),
+            QuotaError::BurstTooLarge { burst, max } => write!(
+                f,
+                "a burst of {burst} does not fit the packed state at this rate (at most {max})"
+            ),
+            QuotaError::LimitTooLarge { limit, max, window } => write!(
+                f,
+                "a limit of {limit} per {window:?} does not fit the packed state (at most {max} for this window)"
+            ),
+            QuotaError::BurstNotSupported { algorithm } => write!(
+                f,
+                "the {algorithm} has no burst: its limit per window is its burst (drop `burst`, or use a token bucket)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QuotaError {}
+
+/// A request whose weight can never pass: it exceeds the limiter's capacity.
+///
+/// Returned by `check_n` instead of a silent, permanent denial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostTooLarge {
+    /// The weight asked for.
+    pub cost: u64,
+    /// The most any single request can weigh with this limiter.
+    pub capacity: u64,
+}
+
+impl fmt::Display for CostTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a request of weight {} can never pass a limiter of capacity {}",
+            self.cost, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for CostTooLarge {}

@@ -1,0 +1,67 @@
+//! Lock-free rate limiting: every decision is one clock read and one compare-and-swap on one
+//! `AtomicU64`.
+//!
+//! ```
+//! use tollgate::{DirectLimiter, Quota, TokenBucket};
+//!
+//! // 10 requests per second, bursts of up to 20.
+//! let limiter = DirectLimiter::new(TokenBucket::new("10/s burst 20".parse()?)?);
+//! let decision = limiter.check();
+//! if decision.is_allowed() {
+//!     // serve the request
+//! } else {
+//!     // answer 429, with `Retry-After: decision.retry_after()`
+//! }
+//! assert!(decision.is_allowed());
+//! assert_eq!(decision.remaining(), 19);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Algorithms
+//! Each is a pure function over a packed 64-bit state ([`algorithm`]), run by a limiter inside
+//! one compare-and-swap loop:
+//!
+//! | algorithm | what it guarantees |
+//! |---|---|
+//! | [`TokenBucket`] (GCRA) | bursts up to `burst`, then `count` per `period` |
+//! | [`LeakyBucket`] | a shaper: requests leave at exactly `count` per `period`, early ones wait ([`Decision::delay`]) |
+//! | [`FixedWindow`] | at most `limit` per aligned window (up to `2 * limit` across a boundary) |
+//! | [`SlidingWindow`] | the current window's count plus the previous one's, weighted by overlap |
+//!
+//! Every one answers the same [`Decision`]: allowed or not, remaining, retry-after, reset-after
+//! (and the shaper's delay). Requests may weigh more than one unit ([`DirectLimiter::check_n`]);
+//! only admitted requests are counted; [`DirectLimiter::peek`] answers without counting.
+//!
+//! # Quotas and errors
+//! A [`Quota`] is built in code or parsed from a string (`"100/min"`, `"10/s burst 20"`). Bad
+//! input is a typed error at construction ([`QuotaError`], [`ParseQuotaError`]); a request that
+//! could never pass is a [`CostTooLarge`]. Nothing on the decision path panics.
+//!
+//! # Clocks
+//! [`PreciseClock`] reads quanta on every decision; [`CoarseClock`] reads a timestamp refreshed
+//! every millisecond by one shared thread (cheaper, up to 1 ms stricter); [`ManualClock`] moves
+//! only when told. Any clock may step backwards; no algorithm admits more because of it.
+//!
+//! The design (bit layouts, the CAS loop, orderings, clocks) is in `docs/design.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod algorithm;
+mod cell;
+pub mod clock;
+mod decision;
+mod direct;
+mod error;
+mod quota;
+mod sync;
+mod time;
+
+pub use algorithm::{
+    FixedWindow, FixedWindowState, GcraState, LeakyBucket, SlidingWindow, SlidingWindowState, TokenBucket,
+};
+pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
+pub use decision::{Decision, Outcome};
+pub use direct::DirectLimiter;
+pub use error::{CostTooLarge, QuotaError};
+pub use quota::{ParseQuotaError, Quota};
+pub use time::Timestamp;

@@ -1,0 +1,307 @@
+//! The quota string grammar: `100/min`, `10/s burst 20`, `5 per 10s`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::Quota;
+use crate::error::QuotaError;
+
+/// Units a period may be written in, with their length in nanoseconds.
+const UNITS: &[(&[&str], u64)] = &[
+    (&["ns", "nanosecond", "nanoseconds"], 1),
+    (&["us", "µs", "microsecond", "microseconds"], 1_000),
+    (&["ms", "millisecond", "milliseconds"], 1_000_000),
+    (&["s", "sec", "secs", "second", "seconds"], 1_000_000_000),
+    (&["min", "m", "mins", "minute", "minutes"], 60_000_000_000),
+    (&["h", "hr", "hrs", "hour", "hours"], 3_600_000_000_000),
+    (&["d", "day", "days"], 86_400_000_000_000),
+];
+
+/// Why a string is not a quota. Its message quotes the part that is wrong and says what was
+/// expected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseQuotaError {
+    input: String,
+    reason: Reason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reason {
+    Empty,
+    NoSeparator,
+    BadCount { what: &'static str, found: String },
+    NoUnit { found: String },
+    UnknownUnit { found: String },
+    UnexpectedTail { found: String },
+    Invalid(QuotaError),
+}
+
+impl ParseQuotaError {
+    /// The quota error behind it, when the string parsed but described an invalid quota (zero
+    /// count, zero period, a period that overflows).
+    pub fn quota_error(&self) -> Option<&QuotaError> {
+        match &self.reason {
+            Reason::Invalid(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ParseQuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid quota {:?}: ", self.input)?;
+        match &self.reason {
+            Reason::Empty => f.write_str("it is empty; expected `<count>/<period>`, for example `100/min`"),
+            Reason::NoSeparator => {
+                f.write_str("expected `<count>/<period>` (or `<count> per <period>`), for example `100/min`")
+            }
+            Reason::BadCount { what, found } => {
+                write!(
+                    f,
+                    "the {what} must be a whole number from 1 to {}, found {found:?}",
+                    u64::MAX
+                )
+            }
+            Reason::NoUnit { found } => write!(
+                f,
+                "the period {found:?} has no unit; write one of ns, us, ms, s, min, h, d (for example `10s`)"
+            ),
+            Reason::UnknownUnit { found } => {
+                write!(
+                    f,
+                    "unknown time unit {found:?}; expected one of ns, us, ms, s, min, h, d"
+                )
+            }
+            Reason::UnexpectedTail { found } => {
+                write!(
+                    f,
+                    "unexpected {found:?} after the period; the only option is `burst <count>`"
+                )
+            }
+            Reason::Invalid(error) => fmt::Display::fmt(error, f),
+        }
+    }
+}
+
+impl std::error::Error for ParseQuotaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.reason {
+            Reason::Invalid(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Parses the quota grammar:
+///
+/// ```text
+/// quota  = count ("/" | "per") period ["burst" count]
+/// period = [count] unit            e.g. "s", "10s", "500 ms", "min", "1h"
+/// unit   = ns | us | µs | ms | s | sec | m | min | h | hr | d | day   (and plural/long forms)
+/// count  = decimal digits, '_' allowed between digits
+/// ```
+///
+/// Whitespace between tokens is optional; letters are case-insensitive. `m` means minutes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Quota;
+///
+/// let q: Quota = "10 per 500ms burst 3".parse()?;
+/// assert_eq!((q.count(), q.period(), q.burst()), (10, Duration::from_millis(500), 3));
+///
+/// let err = "10/fortnight".parse::<Quota>().unwrap_err();
+/// assert!(err.to_string().contains("unknown time unit \"fortnight\""));
+/// assert!("0/s".parse::<Quota>().unwrap_err().quota_error().is_some());
+/// # Ok::<(), tollgate::ParseQuotaError>(())
+/// ```
+impl FromStr for Quota {
+    type Err = ParseQuotaError;
+
+    fn from_str(input: &str) -> Result<Quota, ParseQuotaError> {
+        let fail = |reason| ParseQuotaError {
+            input: input.to_owned(),
+            reason,
+        };
+        let text = input.trim();
+        if text.is_empty() {
+            return Err(fail(Reason::Empty));
+        }
+        let lower = text.to_lowercase();
+        let (count_text, rest) = split_separator(&lower).ok_or_else(|| fail(Reason::NoSeparator))?;
+        let count = parse_count(count_text.trim(), "count").map_err(fail)?;
+        let (period_text, burst_text) = match rest.find("burst") {
+            Some(at) => (&rest[..at], Some(rest[at + "burst".len()..].trim())),
+            None => (rest, None),
+        };
+        let period_nanos = parse_period(period_text.trim()).map_err(fail)?;
+        let period = Duration::from_nanos(period_nanos.ok_or_else(|| {
+            fail(Reason::Invalid(QuotaError::PeriodOverflow {
+                period: Duration::MAX,
+            }))
+        })?);
+        let mut quota = Quota::new(count, period).map_err(|e| fail(Reason::Invalid(e)))?;
+        if let Some(burst_text) = burst_text {
+            let burst = parse_count(burst_text, "burst").map_err(fail)?;
+            quota = quota.with_burst(burst).map_err(|e| fail(Reason::Invalid(e)))?;
+        }
+        Ok(quota)
+    }
+}
+
+/// Splits `count/period` or `count per period`.
+fn split_separator(text: &str) -> Option<(&str, &str)> {
+    if let Some((count, rest)) = text.split_once('/') {
+        return Some((count, rest));
+    }
+    let at = text.find(" per ")?;
+    Some((&text[..at], &text[at + " per ".len()..]))
+}
+
+/// A whole number with optional `_` separators. Zero parses (the quota rejects it with a typed
+/// error); anything else that is not a `u64` is a parse error.
+fn parse_count(text: &str, what: &'static str) -> Result<u64, Reason> {
+    let digits: String = text.chars().filter(|&c| c != '_').collect();
+    let well_formed = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !text.starts_with('_')
+        && !text.ends_with('_');
+    well_formed
+        .then(|| digits.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| Reason::BadCount {
+            what,
+            found: text.to_owned(),
+        })
+}
+
+/// `[count] unit` to nanoseconds; `Ok(None)` when it overflows a `u64`.
+fn parse_period(text: &str) -> Result<Option<u64>, Reason> {
+    let unit_at = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+        .unwrap_or(text.len());
+    let (number, unit) = (text[..unit_at].trim(), text[unit_at..].trim());
+    if unit.is_empty() {
+        return Err(Reason::NoUnit {
+            found: text.to_owned(),
+        });
+    }
+    let multiplier = if number.is_empty() {
+        1
+    } else {
+        parse_count(number, "period")?
+    };
+    let unit_nanos = UNITS
+        .iter()
+        .find(|(names, _)| names.contains(&unit))
+        .map(|&(_, nanos)| nanos)
+        .ok_or_else(|| {
+            if unit.split_whitespace().count() > 1 {
+                Reason::UnexpectedTail {
+                    found: unit.to_owned(),
+                }
+            } else {
+                Reason::UnknownUnit {
+                    found: unit.to_owned(),
+                }
+            }
+        })?;
+    Ok(multiplier.checked_mul(unit_nanos))
+}
+
+/// Writes a period in the largest unit that divides it.
+pub(super) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
+    let (names, unit_nanos) = UNITS
+        .iter()
+        .rev()
+        .find(|(_, unit_nanos)| nanos % unit_nanos == 0)
+        .copied()
+        .unwrap_or(UNITS[0]);
+    let name = names[0];
+    match nanos / unit_nanos {
+        1 => f.write_str(name),
+        n => write!(f, "{n}{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Quota, ParseQuotaError> {
+        s.parse()
+    }
+
+    #[test]
+    fn reads_the_documented_forms() {
+        let q = parse("100/min").unwrap();
+        assert_eq!(
+            (q.count(), q.period(), q.explicit_burst()),
+            (100, Duration::from_secs(60), None)
+        );
+        let q = parse("10/s burst 20").unwrap();
+        assert_eq!(
+            (q.count(), q.period(), q.burst()),
+            (10, Duration::from_secs(1), 20)
+        );
+        assert_eq!(
+            parse(" 5 PER 10 Seconds ").unwrap(),
+            Quota::new(5, Duration::from_secs(10)).unwrap()
+        );
+        assert_eq!(parse("1_000/1h").unwrap(), Quota::per_hour(1000).unwrap());
+        assert_eq!(parse("3/250us").unwrap().period(), Duration::from_micros(250));
+        assert_eq!(parse("3/2m").unwrap().period(), Duration::from_secs(120));
+        assert_eq!(parse("7/d").unwrap().period(), Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in ["100/min", "10/s burst 20", "3/1500ms", "1/7ns", "9/2h burst 1"] {
+            let q = parse(text).unwrap();
+            assert_eq!(parse(&q.to_string()).unwrap(), q, "{text} -> {q}");
+        }
+        assert_eq!(parse("10/60s").unwrap().to_string(), "10/min");
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let cases = [
+            ("", "empty"),
+            ("100", "expected `<count>/<period>`"),
+            ("abc/s", "count must be a whole number"),
+            ("-1/s", "count must be a whole number"),
+            ("99999999999999999999/s", "count must be a whole number"),
+            ("10/fortnight", "unknown time unit \"fortnight\""),
+            ("10/10", "has no unit"),
+            ("10/s burst", "burst must be a whole number"),
+            ("10/s burst x", "burst must be a whole number"),
+            ("10/s queue 4", "unexpected \"s queue 4\""),
+            ("_1/s", "count must be a whole number"),
+        ];
+        for (text, needle) in cases {
+            let message = parse(text).unwrap_err().to_string();
+            assert!(message.contains(needle), "{text:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn invalid_quotas_keep_their_typed_error() {
+        assert_eq!(
+            parse("0/s").unwrap_err().quota_error(),
+            Some(&QuotaError::ZeroCount)
+        );
+        assert_eq!(
+            parse("5/0s").unwrap_err().quota_error(),
+            Some(&QuotaError::ZeroPeriod)
+        );
+        assert_eq!(
+            parse("5/s burst 0").unwrap_err().quota_error(),
+            Some(&QuotaError::ZeroBurst)
+        );
+        assert!(matches!(
+            parse("5/1000000d").unwrap_err().quota_error(),
+            Some(QuotaError::PeriodOverflow { .. })
+        ));
+    }
+}

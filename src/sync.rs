@@ -1,0 +1,11 @@
+//! The one place tollgate takes its atomics from.
+//!
+//! Under `--cfg tollgate_loom` the atomics are loom's, so that the `loom-tests` crate model-checks
+//! the very compare-and-swap loops that ship. A crate-specific cfg (rather than a bare `loom`) keeps
+//! the switch from leaking into dependencies that also look at `cfg(loom)`.
+
+#[cfg(tollgate_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(not(tollgate_loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
