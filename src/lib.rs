@@ -51,6 +51,7 @@ mod cell;
 pub mod clock;
 mod decision;
 mod direct;
+mod divisor;
 mod error;
 mod quota;
 mod sync;

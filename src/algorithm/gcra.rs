@@ -5,6 +5,7 @@
 //! admitted iff `start + n*T - now <= burst*T`. The token bucket lets it go at once; the shaper
 //! holds it until `start`.
 
+use crate::divisor::Divisor;
 use crate::error::QuotaError;
 use crate::{Decision, Quota};
 
@@ -45,7 +46,7 @@ impl GcraState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Gcra {
     /// `T`: nanoseconds per unit, `ceil(period / count)` so that rounding never admits more.
-    interval: u64,
+    interval: Divisor,
     /// `burst`: the most units admitted at one instant.
     capacity: u64,
     /// `burst * T`: how far ahead of `now` the TAT may run.
@@ -61,7 +62,7 @@ impl Gcra {
             max: u64::MAX / interval,
         })?;
         Ok(Gcra {
-            interval,
+            interval: Divisor::new(interval),
             capacity,
             tolerance,
         })
@@ -72,7 +73,7 @@ impl Gcra {
     }
 
     pub(crate) const fn interval(&self) -> u64 {
-        self.interval
+        self.interval.get()
     }
 
     /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.
@@ -83,13 +84,13 @@ impl Gcra {
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64, shaper: bool) -> Transition {
         let start = tat.max(now);
         let backlog = start - now;
-        let need = cost.saturating_mul(self.interval);
+        let need = cost.saturating_mul(self.interval.get());
         let after = backlog.saturating_add(need);
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {
                 state: next,
                 decision: Decision::allowed(
-                    (self.tolerance - after) / self.interval,
+                    self.interval.divide(self.tolerance - after),
                     after,
                     if shaper { backlog } else { 0 },
                 ),
@@ -99,7 +100,7 @@ impl Gcra {
             Some(_) => Transition::refuse(
                 tat,
                 Decision::denied(
-                    self.tolerance.saturating_sub(backlog) / self.interval,
+                    self.interval.divide(self.tolerance.saturating_sub(backlog)),
                     after - self.tolerance,
                     backlog,
                 ),

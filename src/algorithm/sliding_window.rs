@@ -117,6 +117,16 @@ impl SlidingWindow {
         SlidingWindowState(self.layout.pack(index, &[current.min(max), previous.min(max)]))
     }
 
+    /// How many whole units `scaled` (units times the window length) holds.
+    #[inline]
+    fn units_in(&self, scaled: u128) -> u64 {
+        match u64::try_from(scaled) {
+            Ok(small) => self.layout.windows_in(small),
+            // Below limit * w, so the quotient is below the limit and fits.
+            Err(_) => (scaled / u128::from(self.layout.window())) as u64,
+        }
+    }
+
     /// The earliest time at or after `now` at which `cost` more units pass, starting from
     /// window `index` with counts `previous` and `current`, if nothing else is admitted.
     fn first_pass(&self, index: u64, previous: u64, current: u64, cost: u64) -> u64 {
@@ -187,13 +197,13 @@ impl Algorithm for SlidingWindow {
             let total = current + cost;
             Transition {
                 state: self.layout.pack(index, &[total, previous]),
-                decision: Decision::allowed(((budget - after) / w) as u64, until(reset_at(total)), 0),
+                decision: Decision::allowed(self.units_in(budget - after), until(reset_at(total)), 0),
             }
         } else {
             Transition::refuse(
                 state,
                 Decision::denied(
-                    (budget.saturating_sub(used) / w) as u64,
+                    self.units_in(budget.saturating_sub(used)),
                     until(self.first_pass(index, previous, current, cost)),
                     until(reset_at(current)),
                 ),

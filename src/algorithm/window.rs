@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::divisor::Divisor;
 use crate::error::QuotaError;
 
 /// How a window algorithm's 64-bit state is split, derived from the window length.
@@ -20,7 +21,7 @@ use crate::error::QuotaError;
 /// bits; for a 1-minute window, 29.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WindowLayout {
-    window: u64,
+    window: Divisor,
     count_bits: u32,
 }
 
@@ -29,7 +30,10 @@ impl WindowLayout {
     pub(crate) fn new(window: u64, limit: u64, fields: u32) -> Result<WindowLayout, QuotaError> {
         let index_bits = u64::BITS - (u64::MAX / window).leading_zeros();
         let count_bits = (u64::BITS - index_bits) / fields;
-        let layout = WindowLayout { window, count_bits };
+        let layout = WindowLayout {
+            window: Divisor::new(window),
+            count_bits,
+        };
         if limit > layout.count_mask() {
             return Err(QuotaError::LimitTooLarge {
                 limit,
@@ -41,7 +45,13 @@ impl WindowLayout {
     }
 
     pub(crate) const fn window(&self) -> u64 {
-        self.window
+        self.window.get()
+    }
+
+    /// `n / window`, by multiplication.
+    #[inline]
+    pub(crate) const fn windows_in(&self, n: u64) -> u64 {
+        self.window.divide(n)
     }
 
     /// The largest value a counter field holds.
@@ -74,12 +84,12 @@ impl WindowLayout {
     /// The index of the window holding `now`.
     #[inline]
     pub(crate) const fn index_of(&self, now: u64) -> u64 {
-        now / self.window
+        self.window.divide(now)
     }
 
     /// When window `index` starts, saturating at the end of representable time.
     #[inline]
     pub(crate) const fn start_of(&self, index: u64) -> u64 {
-        index.saturating_mul(self.window)
+        index.saturating_mul(self.window.get())
     }
 }

@@ -1,0 +1,67 @@
+//! Shows each algorithm deciding the same traffic on a manual clock: a burst of 12 requests at
+//! once, then one request every 100 ms for a second, under the quota `10/s` (burst 5 for the
+//! buckets).
+//!
+//! Run: `cargo run --example algorithms [QUOTA]`, for example `cargo run --example algorithms "5/s burst 2"`.
+
+use std::time::Duration;
+
+use tollgate::algorithm::Algorithm;
+use tollgate::{
+    Clock, Decision, DirectLimiter, FixedWindow, LeakyBucket, ManualClock, Quota, SlidingWindow, Timestamp,
+    TokenBucket,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let quota: Quota = match std::env::args().nth(1) {
+        Some(text) => text.parse()?,
+        None => "10/s burst 5".parse()?,
+    };
+    let window_quota = Quota::new(quota.count(), quota.period())?;
+    println!("quota {quota} (windows: {window_quota})");
+    println!("traffic: 12 requests at t=0.5s, then one every 100 ms until t=1.5s\n");
+
+    run("token bucket (GCRA)", TokenBucket::new(quota)?);
+    run("leaky bucket (shaper)", LeakyBucket::new(quota)?);
+    run("fixed window", FixedWindow::new(window_quota)?);
+    run("sliding window counter", SlidingWindow::new(window_quota)?);
+    Ok(())
+}
+
+fn run<A: Algorithm>(name: &str, algorithm: A) {
+    let clock = ManualClock::starting_at(Timestamp::from_nanos(500_000_000));
+    let limiter = DirectLimiter::with_clock(algorithm, clock.clone());
+    println!("== {name}");
+    let mut admitted = 0;
+    for _ in 0..12 {
+        admitted += report(&clock, limiter.check());
+    }
+    for _ in 0..10 {
+        clock.advance(Duration::from_millis(100));
+        admitted += report(&clock, limiter.check());
+    }
+    println!("   admitted {admitted} of 22\n");
+}
+
+fn report(clock: &ManualClock, decision: Decision) -> u32 {
+    let at = clock.now().as_nanos() as f64 / 1e9;
+    if decision.is_allowed() {
+        let delay = match decision.delay() {
+            Duration::ZERO => String::new(),
+            delay => format!(", waits {delay:?}"),
+        };
+        println!(
+            "   t={at:.3}s  allowed  remaining {:>2}{delay}, full again in {:?}",
+            decision.remaining(),
+            decision.reset_after()
+        );
+        1
+    } else {
+        println!(
+            "   t={at:.3}s  DENIED   remaining {:>2}, retry after {:?}",
+            decision.remaining(),
+            decision.retry_after()
+        );
+        0
+    }
+}
