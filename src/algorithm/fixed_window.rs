@@ -6,14 +6,14 @@ use std::time::Duration;
 use crate::error::QuotaError;
 use crate::{Decision, Quota, Timestamp};
 
-use super::window::WindowLayout;
+use super::window::{nanos_until, WindowLayout};
 use super::{Algorithm, Transition};
 
 const FIELDS: u32 = 1;
 
-/// Packed state of the fixed window counter: `[window index | count]`, split as
-/// [`FixedWindow::count_bits`] says (the layout depends on the window length; see
-/// `docs/design.md`).
+/// Packed state of the fixed window counter: `[window index | count]`, split as the window
+/// length dictates (the index field is as wide as the largest window index a `u64` timestamp can
+/// produce; the count takes the rest, see [`FixedWindow::max_limit`] and `docs/design.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindowState(u64);
 
@@ -101,6 +101,12 @@ impl Algorithm for FixedWindow {
         self.limit
     }
 
+    /// Idle when nothing is counted, or the count belongs to a window that has ended.
+    fn is_idle(&self, state: u64, now: Timestamp) -> bool {
+        let stored = FixedWindowState(state);
+        stored.count(self) == 0 || stored.index(self) < self.layout.index_of(now.as_nanos())
+    }
+
     #[inline]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let now = now.as_nanos();
@@ -114,7 +120,7 @@ impl Algorithm for FixedWindow {
         } else {
             (stored_index, stored.count(self))
         };
-        let until_window_end = self.layout.start_of(index.saturating_add(1)).saturating_sub(now);
+        let until_window_end = nanos_until(self.layout.start_of(index.saturating_add(1)), now);
         match count.checked_add(cost) {
             Some(total) if total <= self.limit => Transition {
                 state: self.layout.pack(index, &[total]),

@@ -76,6 +76,11 @@ impl Gcra {
         self.interval.get()
     }
 
+    /// A TAT not after `now` is a full bucket (an empty queue), exactly like a fresh one.
+    pub(crate) const fn is_idle(tat: u64, now: u64) -> bool {
+        tat <= now
+    }
+
     /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes
@@ -86,24 +91,31 @@ impl Gcra {
         let backlog = start - now;
         let need = cost.saturating_mul(self.interval.get());
         let after = backlog.saturating_add(need);
+        // Units that still fit before the end of representable time, once `from` is taken.
+        let before_end = |from: u64, units: u64| match from > u64::MAX - self.tolerance {
+            true => units.min(self.interval.divide(u64::MAX - from)),
+            false => units,
+        };
+        let refused_remaining = || {
+            before_end(
+                start,
+                self.interval.divide(self.tolerance.saturating_sub(backlog)),
+            )
+        };
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {
                 state: next,
                 decision: Decision::allowed(
-                    self.interval.divide(self.tolerance - after),
+                    before_end(next, self.interval.divide(self.tolerance - after)),
                     after,
                     if shaper { backlog } else { 0 },
                 ),
             },
-            // Past the end of representable time the request can never be scheduled.
-            None => Transition::refuse(tat, Decision::denied(0, u64::MAX, backlog)),
+            // The request needs a slot past the end of representable time: it can never pass.
+            None => Transition::refuse(tat, Decision::denied(refused_remaining(), u64::MAX, backlog)),
             Some(_) => Transition::refuse(
                 tat,
-                Decision::denied(
-                    self.interval.divide(self.tolerance.saturating_sub(backlog)),
-                    after - self.tolerance,
-                    backlog,
-                ),
+                Decision::denied(refused_remaining(), after - self.tolerance, backlog),
             ),
         }
     }

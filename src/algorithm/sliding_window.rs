@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::QuotaError;
 use crate::{Decision, Quota, Timestamp};
 
-use super::window::WindowLayout;
+use super::window::{nanos_until, WindowLayout};
 use super::{Algorithm, Transition};
 
 const FIELDS: u32 = 2;
@@ -128,29 +128,26 @@ impl SlidingWindow {
     }
 
     /// The earliest time at or after `now` at which `cost` more units pass, starting from
-    /// window `index` with counts `previous` and `current`, if nothing else is admitted.
-    fn first_pass(&self, index: u64, previous: u64, current: u64, cost: u64) -> u64 {
+    /// window `index` with counts `previous` and `current`, if nothing else is admitted; `None`
+    /// if that is never (past the end of representable time).
+    fn first_pass(&self, index: u64, previous: u64, current: u64, cost: u64) -> Option<u64> {
         let w = u128::from(self.layout.window());
+        let at = |index: u64, offset: u128| self.layout.start_of(index)?.checked_add(offset as u64);
         // Within window `index`: previous * (w - e) <= (limit - current - cost) * w.
         if let Some(free) = self.limit.checked_sub(current).and_then(|f| f.checked_sub(cost)) {
             let offset = earliest_offset(u128::from(previous), u128::from(free) * w, w);
             if offset < w {
-                return self.layout.start_of(index).saturating_add(offset as u64);
+                return at(index, offset);
             }
         }
         // Within window `index + 1`, where `current` has become the previous count.
-        if let Some(free) = self.limit.checked_sub(cost) {
-            let offset = earliest_offset(u128::from(current), u128::from(free) * w, w);
-            if offset < w {
-                return self
-                    .layout
-                    .start_of(index.saturating_add(1))
-                    .saturating_add(offset as u64);
-            }
-            // Two windows on, both counts have left the sliding window.
-            return self.layout.start_of(index.saturating_add(2));
+        let free = self.limit.checked_sub(cost)?;
+        let offset = earliest_offset(u128::from(current), u128::from(free) * w, w);
+        if offset < w {
+            return at(index.checked_add(1)?, offset);
         }
-        u64::MAX
+        // Two windows on, both counts have left the sliding window.
+        self.layout.start_of(index.checked_add(2)?)
     }
 }
 
@@ -167,6 +164,19 @@ impl Algorithm for SlidingWindow {
         self.limit
     }
 
+    /// Idle when neither count can weigh on a decision at `now` or later: both are zero, or the
+    /// current count is zero and its window has ended, or both windows have ended.
+    fn is_idle(&self, state: u64, now: Timestamp) -> bool {
+        let stored = SlidingWindowState(state);
+        let (index, previous, current) = (stored.index(self), stored.previous(self), stored.current(self));
+        let now_index = self.layout.index_of(now.as_nanos());
+        match now_index.checked_sub(index) {
+            Some(2..) => true,
+            Some(1) => current == 0,
+            Some(0) | None => previous == 0 && current == 0,
+        }
+    }
+
     #[inline]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let now = now.as_nanos();
@@ -181,16 +191,17 @@ impl Algorithm for SlidingWindow {
             // start, where the previous window weighs the most. No time has passed.
             None => (stored_index, stored.previous(self), stored.current(self)),
         };
-        let window_start = self.layout.start_of(index);
+        // The current window's start is at most `now` (or, after a step back, the stored one's).
+        let window_start = self.layout.start_of(index).unwrap_or(u64::MAX);
         let elapsed = now.saturating_sub(window_start);
         let w = u128::from(self.layout.window());
         let budget = u128::from(self.limit) * w;
         let used = u128::from(previous) * (w - u128::from(elapsed)) + u128::from(current) * w;
-        let until = |t: u64| t.saturating_sub(now);
+        let until = |at: Option<u64>| nanos_until(at, now);
         let reset_at = |current: u64| match (previous, current) {
-            (_, 1..) => self.layout.start_of(index.saturating_add(2)),
-            (1.., 0) => self.layout.start_of(index.saturating_add(1)),
-            (0, 0) => now,
+            (_, 1..) => self.layout.start_of(index.checked_add(2)?),
+            (1.., 0) => self.layout.start_of(index.checked_add(1)?),
+            (0, 0) => Some(now),
         };
         let after = used.saturating_add(u128::from(cost) * w);
         if after <= budget {

@@ -60,4 +60,8 @@ impl Algorithm for TokenBucket {
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         self.gcra.decide(state, now.as_nanos(), cost, false)
     }
+
+    fn is_idle(&self, state: u64, now: Timestamp) -> bool {
+        Gcra::is_idle(state, now.as_nanos())
+    }
 }

@@ -87,9 +87,16 @@ impl WindowLayout {
         self.window.divide(now)
     }
 
-    /// When window `index` starts, saturating at the end of representable time.
+    /// When window `index` starts; `None` when that is past the end of representable time.
     #[inline]
-    pub(crate) const fn start_of(&self, index: u64) -> u64 {
-        index.saturating_mul(self.window.get())
+    pub(crate) const fn start_of(&self, index: u64) -> Option<u64> {
+        index.checked_mul(self.window.get())
     }
+}
+
+/// Nanoseconds from `now` until `at`; `u64::MAX` ("never", about 584 years) when `at` is past the
+/// end of representable time, zero when it has passed.
+#[inline]
+pub(crate) fn nanos_until(at: Option<u64>, now: u64) -> u64 {
+    at.map_or(u64::MAX, |at| at.saturating_sub(now))
 }

@@ -215,7 +215,7 @@ pub(super) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Resul
     let (names, unit_nanos) = UNITS
         .iter()
         .rev()
-        .find(|(_, unit_nanos)| nanos % unit_nanos == 0)
+        .find(|(_, unit_nanos)| nanos.is_multiple_of(*unit_nanos))
         .copied()
         .unwrap_or(UNITS[0]);
     let name = names[0];
