@@ -1,0 +1,81 @@
+//! Deliberately broken limiters that loom must reject: each runs the same pure algorithm as
+//! [`Shipped`](crate::Shipped) on a loom `AtomicU64`, but writes it the wrong way.
+//!
+//! Both use `SeqCst` everywhere, so what loom finds is a broken read-modify-write, not a weak
+//! ordering.
+
+use loom::sync::atomic::{AtomicU64, Ordering};
+use tollgate::algorithm::{Algorithm, Transition, FRESH_STATE};
+use tollgate::Decision;
+
+use crate::{Request, Subject};
+
+/// Loads the state, decides, then stores the new state with a plain `store` instead of a
+/// compare-and-swap: two threads that load the same state both decide on it, and the later
+/// store erases the earlier admission (a lost update, and so over-admission).
+#[derive(Debug)]
+pub struct RacyLimiter<A> {
+    word: AtomicU64,
+    algorithm: A,
+}
+
+impl<A: Algorithm + 'static> Subject<A> for RacyLimiter<A> {
+    fn fresh(algorithm: A) -> Self {
+        RacyLimiter {
+            word: AtomicU64::new(FRESH_STATE),
+            algorithm,
+        }
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
+        let current = self.word.load(Ordering::SeqCst);
+        let Transition { state, decision } = self.algorithm.decide(current, request.now, request.cost);
+        if state != current {
+            self.word.store(state, Ordering::SeqCst);
+        }
+        decision
+    }
+
+    fn state_word(&self) -> u64 {
+        self.word.load(Ordering::SeqCst)
+    }
+}
+
+/// Admits through a correct compare-and-swap loop, but on a denial writes back the state it
+/// decided on: a denial that lands after another thread's admission erases it.
+#[derive(Debug)]
+pub struct WritingDenialLimiter<A> {
+    word: AtomicU64,
+    algorithm: A,
+}
+
+impl<A: Algorithm + 'static> Subject<A> for WritingDenialLimiter<A> {
+    fn fresh(algorithm: A) -> Self {
+        WritingDenialLimiter {
+            word: AtomicU64::new(FRESH_STATE),
+            algorithm,
+        }
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
+        let mut current = self.word.load(Ordering::SeqCst);
+        loop {
+            let Transition { state, decision } = self.algorithm.decide(current, request.now, request.cost);
+            if !decision.is_allowed() {
+                self.word.store(state, Ordering::SeqCst);
+                return decision;
+            }
+            match self
+                .word
+                .compare_exchange(current, state, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return decision,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    fn state_word(&self) -> u64 {
+        self.word.load(Ordering::SeqCst)
+    }
+}
