@@ -1,0 +1,186 @@
+//! Property tests of the leaky bucket shaper against a literal slot-by-slot queue simulation
+//! ([`reference::shaper::ShaperModel`]), and of its guarantees when the clock steps backwards.
+
+mod reference;
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use reference::shaper::ShaperModel;
+use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
+use reference::{gcra_violation, Expected};
+use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota};
+
+/// The shaper for a quota, its emission interval `T` (checked against its documented
+/// definition: `period / count` rounded up to whole nanoseconds), and its burst.
+fn shaper(count: u64, period: u64, burst: Option<u64>) -> (LeakyBucket, u64, u64) {
+    let mut quota = Quota::new(count, Duration::from_nanos(period)).unwrap();
+    if let Some(burst) = burst {
+        quota = quota.with_burst(burst).unwrap();
+    }
+    let shaper = LeakyBucket::new(quota).unwrap();
+    let interval = u64::try_from(shaper.emission_interval().as_nanos()).unwrap();
+    assert!(
+        interval * count >= period && (interval - 1) * count < period,
+        "T = ceil(period / count)"
+    );
+    assert_eq!(shaper.max_queue(), quota.burst() - 1);
+    (shaper, interval, quota.burst())
+}
+
+fn run_against_model(
+    count: u64,
+    period: u64,
+    burst: Option<u64>,
+    start: Start,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let (shaper, interval, burst) = shaper(count, period, burst);
+    let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
+    prop_assert_eq!(limiter.capacity(), burst);
+    let mut model = ShaperModel::new(interval, burst);
+    let mut now = start.at(interval);
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            now = op.forward(now, interval);
+        }
+        let cost = op.cost(burst);
+        let got = peek_then_check(&limiter, op, now, cost)?;
+        let expected = model.decide(now, cost);
+        prop_assert_eq!(
+            got,
+            expected,
+            "request {} at t={} weight {} (T={}, burst={})",
+            i,
+            now,
+            cost,
+            interval,
+            burst
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// With time never going backwards, every decision (allowed, remaining, retry-after,
+    /// reset-after, delay) equals the queue simulation's, and peeking first changes nothing.
+    #[test]
+    fn decisions_match_the_slot_simulation(
+        count in 1..=20u64,
+        period in bucket_period(),
+        burst in proptest::option::of(1..=20u64),
+        start in start(),
+        ops in ops(64),
+    ) {
+        run_against_model(count, period, burst, start, &ops)?;
+    }
+
+    /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and
+    /// - the admitted requests keep the GCRA bound (`sum(weights i..=j) * T <= t_j - t_i +
+    ///   burst * T` for admitted `i <= j`);
+    /// - slots never overlap: each admitted request starts (`t + delay`) no earlier than the
+    ///   previous admitted one ends (its start plus `weight * T`);
+    /// - the queue never overflows: `delay + weight * T <= burst * T`.
+    #[test]
+    fn backward_steps_keep_slots_apart_and_the_gcra_bound(
+        count in 1..=20u64,
+        period in bucket_period(),
+        burst in proptest::option::of(1..=20u64),
+        start in start(),
+        ops in ops(64),
+    ) {
+        run_with_backward_steps(count, period, burst, start, false, &ops)?;
+    }
+
+    /// The same, for traces that run into the end of representable time (`u64::MAX` ns): no
+    /// slot ends past it (such a request is refused).
+    #[test]
+    fn the_end_of_time_keeps_slots_apart_and_the_gcra_bound(
+        count in 1..=20u64,
+        period in bucket_period(),
+        burst in proptest::option::of(1..=20u64),
+        start in start(),
+        ops in ops(64),
+    ) {
+        run_with_backward_steps(count, period, burst, start, true, &ops)?;
+    }
+}
+
+fn run_with_backward_steps(
+    count: u64,
+    period: u64,
+    burst: Option<u64>,
+    start: Start,
+    near_the_end: bool,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let (shaper, interval, burst) = shaper(count, period, burst);
+    let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
+    let mut now = if near_the_end {
+        start.near_the_end(interval)
+    } else {
+        start.at(interval)
+    };
+    let mut admitted = Vec::new();
+    let mut previous_end: Option<u128> = None;
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            now = op.any_direction(now, interval);
+        }
+        let cost = op.cost(burst);
+        let got = peek_then_check(&limiter, op, now, cost)?;
+        prop_assert!(got.remaining <= burst);
+        if got.allowed {
+            prop_assert_eq!(got.retry_after, 0);
+            let slot = u128::from(now) + u128::from(got.delay);
+            let end = slot + u128::from(cost * interval);
+            if let Some(previous_end) = previous_end {
+                prop_assert!(
+                    slot >= previous_end,
+                    "request {} starts at {} before the previous slot ends at {}",
+                    i,
+                    slot,
+                    previous_end
+                );
+            }
+            prop_assert!(
+                got.delay + cost * interval <= burst * interval,
+                "queue overflow at request {}",
+                i
+            );
+            prop_assert!(
+                end <= u128::from(u64::MAX),
+                "request {} scheduled past the end of time",
+                i
+            );
+            previous_end = Some(end);
+            admitted.push((now, cost));
+        } else {
+            prop_assert_eq!(got.delay, 0);
+        }
+    }
+    prop_assert_eq!(
+        gcra_violation(&admitted, interval, burst),
+        None,
+        "admitted: {:?}",
+        admitted
+    );
+    Ok(())
+}
+
+/// The model itself, on the crate's documented example (`2/s burst 3`: delays 0, 500 ms,
+/// 1 s, then refused).
+#[test]
+fn model_reproduces_the_documented_example() {
+    let mut model = ShaperModel::new(500_000_000, 3);
+    let decisions: Vec<Expected> = (0..4).map(|_| model.decide(0, 1)).collect();
+    let delays: Vec<(bool, u64)> = decisions.iter().map(|d| (d.allowed, d.delay)).collect();
+    assert_eq!(
+        delays,
+        [(true, 0), (true, 500_000_000), (true, 1_000_000_000), (false, 0)]
+    );
+    assert_eq!(decisions[3].retry_after, 500_000_000);
+    assert_eq!(decisions[3].reset_after, 1_500_000_000);
+}

@@ -1,0 +1,82 @@
+//! Exact reference models of the four algorithms, written from their documented semantics (not
+//! from the implementation's formulas), plus the random traces the property tests feed them.
+//!
+//! Every model works in exact integer or rational arithmetic (`u64`/`u128`, and
+//! [`num_rational::Ratio<u128>`]); none uses floats. Each model answers an [`Expected`]: the five
+//! numbers a [`Decision`] carries, in nanoseconds.
+//!
+//! The models assume time never goes backwards (they assert it; the sliding window model only
+//! asserts that time never goes back past a window it has counted in); the tests that step the
+//! clock backwards feed them timestamps clamped as each test describes.
+
+// Each test binary uses only the models it compares against.
+#![allow(dead_code)]
+
+pub(crate) mod fixed_window;
+pub(crate) mod shaper;
+pub(crate) mod sliding_window;
+pub(crate) mod token_bucket;
+pub(crate) mod trace;
+
+use tollgate::Decision;
+
+/// Everything a [`Decision`] says, durations in whole nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Expected {
+    pub(crate) allowed: bool,
+    pub(crate) remaining: u64,
+    pub(crate) retry_after: u64,
+    pub(crate) reset_after: u64,
+    pub(crate) delay: u64,
+}
+
+impl Expected {
+    /// What the implementation answered, in the reference's terms.
+    pub(crate) fn of(decision: &Decision) -> Expected {
+        let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).expect("durations fit in u64 ns");
+        Expected {
+            allowed: decision.is_allowed(),
+            remaining: decision.remaining(),
+            retry_after: nanos(decision.retry_after()),
+            reset_after: nanos(decision.reset_after()),
+            delay: nanos(decision.delay()),
+        }
+    }
+}
+
+/// The smallest `x` in `lo..=hi` with `pred(x)`, for a predicate that is monotone (false, then
+/// true) on that range and true at `hi`. Plain binary search; panics if `pred(hi)` is false.
+pub(crate) fn first_true(mut lo: u64, mut hi: u64, pred: impl Fn(u64) -> bool) -> u64 {
+    assert!(pred(hi), "first_true: predicate false at the upper bound {hi}");
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The GCRA guarantee over a run of admitted requests `(time, weight)` in processing order,
+/// times signed (the clock may have stepped back): for any two admitted requests `i <= j`, the
+/// weight admitted from `i` through `j` satisfies `sum * T <= t_j - t_i + burst * T`. Returns the
+/// first violating pair, if any.
+pub(crate) fn gcra_violation(admitted: &[(u64, u64)], interval: u64, burst: u64) -> Option<(usize, usize)> {
+    let mut prefix = vec![0i128];
+    for &(_, cost) in admitted {
+        prefix.push(prefix.last().unwrap() + i128::from(cost));
+    }
+    let (interval, burst) = (i128::from(interval), i128::from(burst));
+    for i in 0..admitted.len() {
+        for j in i..admitted.len() {
+            let sum = prefix[j + 1] - prefix[i];
+            let span = i128::from(admitted[j].0) - i128::from(admitted[i].0);
+            if sum * interval > span + burst * interval {
+                return Some((i, j));
+            }
+        }
+    }
+    None
+}
