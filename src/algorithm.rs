@@ -39,6 +39,11 @@ pub trait Algorithm: Send + Sync {
 
     /// Decides a request of weight `cost` arriving at `now`, given the current `state`.
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition;
+
+    /// Whether `state` carries nothing forward at `now`: every decision at `now` or later is the
+    /// same as for [`FRESH_STATE`]. A keyed table may then forget the key; a key whose state
+    /// still carries debt is never forgotten, so no client comes back with more than it had.
+    fn is_idle(&self, state: u64, now: Timestamp) -> bool;
 }
 
 /// The result of [`Algorithm::decide`]: the state to store and the answer to give.

@@ -10,6 +10,13 @@ pub enum Outcome {
     Allowed,
     /// The request is refused; it was not counted.
     Denied,
+    /// Keyed limiters only: the request is refused because the table has no room for a new key
+    /// and its policy is [`WhenFull::Refuse`](crate::WhenFull::Refuse) (fail closed).
+    TableFull,
+    /// Keyed limiters only: the request may proceed, but it was not counted, because the table
+    /// has no room for a new key and its policy is [`WhenFull::Admit`](crate::WhenFull::Admit)
+    /// (fail open).
+    AllowedUntracked,
 }
 
 /// What a limiter decided for one request, and what the caller may tell the client.
@@ -67,14 +74,35 @@ impl Decision {
         }
     }
 
-    /// Allowed or denied.
+    /// A refusal for lack of room in a keyed table: nothing is known of when room appears, so
+    /// the durations are zero.
+    pub(crate) const fn table_full() -> Self {
+        Decision {
+            outcome: Outcome::TableFull,
+            remaining: 0,
+            retry_after_nanos: 0,
+            reset_after_nanos: 0,
+            delay_nanos: 0,
+        }
+    }
+
+    /// An admission that was not counted: what a fresh key would have been told, marked untracked.
+    pub(crate) const fn untracked(fresh: Decision) -> Self {
+        Decision {
+            outcome: Outcome::AllowedUntracked,
+            ..fresh
+        }
+    }
+
+    /// Why the request passes or not.
     pub const fn outcome(&self) -> Outcome {
         self.outcome
     }
 
-    /// `true` when the request may proceed.
+    /// `true` when the request may proceed ([`Outcome::Allowed`] or
+    /// [`Outcome::AllowedUntracked`]).
     pub const fn is_allowed(&self) -> bool {
-        matches!(self.outcome, Outcome::Allowed)
+        matches!(self.outcome, Outcome::Allowed | Outcome::AllowedUntracked)
     }
 
     /// How many units (requests of weight 1) would pass right now, after this decision.

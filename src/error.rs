@@ -91,3 +91,30 @@ impl fmt::Display for CostTooLarge {
 }
 
 impl std::error::Error for CostTooLarge {}
+
+/// A keyed table that tollgate refuses to build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CapacityError {
+    /// A table for zero keys.
+    Zero,
+    /// A table for this many keys would not fit in the address space.
+    TooLarge {
+        /// The capacity asked for.
+        capacity: usize,
+    },
+}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CapacityError::Zero => f.write_str("a keyed limiter needs room for at least one key"),
+            CapacityError::TooLarge { capacity } => write!(
+                f,
+                "a keyed limiter for {capacity} keys would not fit in memory (16 bytes per slot, 10 slots per 7 keys)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {}

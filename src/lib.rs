@@ -53,6 +53,7 @@ mod decision;
 mod direct;
 mod divisor;
 mod error;
+mod keyed;
 mod quota;
 mod sync;
 mod time;
@@ -63,6 +64,7 @@ pub use algorithm::{
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;
-pub use error::{CostTooLarge, QuotaError};
+pub use error::{CapacityError, CostTooLarge, QuotaError};
+pub use keyed::{KeyedLimiter, WhenFull};
 pub use quota::{ParseQuotaError, Quota};
 pub use time::Timestamp;

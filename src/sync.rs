@@ -5,7 +5,14 @@
 //! the switch from leaking into dependencies that also look at `cfg(loom)`.
 
 #[cfg(tollgate_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+mod loom_u128;
 
+#[cfg(tollgate_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(tollgate_loom)]
+pub(crate) use loom_u128::AtomicU128;
+
+#[cfg(not(tollgate_loom))]
+pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,308 @@
+//! Keyed limiters: one limiter per client (IP, API key, user) in a fixed-capacity, sharded,
+//! lock-free table.
+
+mod shard;
+mod slot;
+
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+use shard::Shard;
+
+use crate::algorithm::{Algorithm, FRESH_STATE};
+use crate::clock::{Clock, PreciseClock};
+use crate::error::{CapacityError, CostTooLarge};
+use crate::{Decision, Timestamp};
+
+/// What a keyed limiter does with a new key when every slot it could use holds a key that is
+/// still being limited (none is idle).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WhenFull {
+    /// Refuse the request ([`Outcome::TableFull`](crate::Outcome::TableFull)): fail closed.
+    /// No client gets more than its quota, but a new client waits for room.
+    #[default]
+    Refuse,
+    /// Admit the request without tracking it
+    /// ([`Outcome::AllowedUntracked`](crate::Outcome::AllowedUntracked)): fail open. New
+    /// clients are served, unlimited, until room appears.
+    Admit,
+}
+
+/// Keys per slot the table is sized for: a table for `n` keys has `n / LOAD` slots.
+const LOAD_NUMERATOR: usize = 7;
+const LOAD_DENOMINATOR: usize = 10;
+/// Shards are at least this many slots (unless the whole table is smaller) and at most
+/// `MAX_SHARDS` in number.
+const MIN_SHARD_SLOTS: usize = 1024;
+const MAX_SHARDS: usize = 64;
+
+/// A rate limiter per key, for any `K: Hash + Eq` (`u64`, `IpAddr`, `str`, `[u8]`...).
+///
+/// Every key gets its own instance of the algorithm, all sharing one fixed-capacity table:
+///
+/// - deciding for a key already present is lock-free, allocates nothing, never clones or stores
+///   the key (only a 62-bit fingerprint of its hash), and writes nothing but that key's slot;
+/// - a new key claims a slot with one compare-and-swap (lock-free; two threads inserting the same
+///   key end with one entry);
+/// - memory never grows: the table is allocated once at construction (16 bytes a slot, about 23
+///   bytes a key at full capacity). A key whose state has become idle (a full bucket, an expired
+///   window) is forgotten when a new key needs its slot, without any scan or background thread;
+///   a key that still carries debt is never forgotten;
+/// - when the table is full of keys still being limited, a new key gets the [`WhenFull`]
+///   policy chosen at construction.
+///
+/// Keys are hashed with ahash under a random seed chosen per limiter, so clients cannot aim their
+/// keys at one shard or one probe chain.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{KeyedLimiter, ManualClock, TokenBucket};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("2/s".parse()?)?, 10_000, clock)?;
+/// let alice: IpAddr = "192.0.2.1".parse()?;
+/// let bob: IpAddr = "192.0.2.2".parse()?;
+/// assert!(limiter.check(&alice).is_allowed());
+/// assert!(limiter.check(&alice).is_allowed());
+/// assert!(!limiter.check(&alice).is_allowed());
+/// assert!(limiter.check(&bob).is_allowed()); // every key has its own quota
+/// assert_eq!(limiter.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedLimiter<K: ?Sized, A, C = PreciseClock> {
+    shards: Box<[Shard]>,
+    shard_shift: u32,
+    hasher: ahash::RandomState,
+    algorithm: A,
+    clock: C,
+    when_full: WhenFull,
+    capacity: usize,
+    key: PhantomData<fn(&K)>,
+}
+
+impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
+    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
+    /// when full.
+    ///
+    /// # Errors
+    /// [`CapacityError`] when `capacity` is zero or the table would not fit in memory.
+    pub fn new(algorithm: A, capacity: usize) -> Result<Self, CapacityError> {
+        KeyedLimiter::with_clock(algorithm, capacity, PreciseClock::new())
+    }
+}
+
+impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
+    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    ///
+    /// # Errors
+    /// [`CapacityError`] when `capacity` is zero or the table would not fit in memory.
+    pub fn with_clock(algorithm: A, capacity: usize, clock: C) -> Result<Self, CapacityError> {
+        if capacity == 0 {
+            return Err(CapacityError::Zero);
+        }
+        let too_large = CapacityError::TooLarge { capacity };
+        let slots = capacity
+            .checked_mul(LOAD_DENOMINATOR)
+            .map(|n| n.div_ceil(LOAD_NUMERATOR))
+            .filter(|&slots| {
+                slots
+                    .checked_mul(16)
+                    .is_some_and(|bytes| bytes <= isize::MAX as usize)
+            })
+            .ok_or_else(|| too_large.clone())?;
+        let shard_count = (slots / MIN_SHARD_SLOTS).clamp(1, MAX_SHARDS);
+        let shard_count = 1 << shard_count.ilog2();
+        let per_shard = slots.div_ceil(shard_count);
+        let shards = (0..shard_count)
+            .map(|_| Shard::new(per_shard).ok_or_else(|| too_large.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeyedLimiter {
+            shards: shards.into_boxed_slice(),
+            shard_shift: u64::BITS - shard_count.ilog2(),
+            hasher: ahash::RandomState::new(),
+            algorithm,
+            clock,
+            when_full: WhenFull::default(),
+            capacity,
+            key: PhantomData,
+        })
+    }
+
+    /// The same limiter with another policy for new keys when the table is full.
+    pub fn when_full(self, policy: WhenFull) -> Self {
+        KeyedLimiter {
+            when_full: policy,
+            ..self
+        }
+    }
+
+    /// Decides one request of weight 1 for `key` now, and counts it if admitted.
+    #[inline]
+    pub fn check(&self, key: &K) -> Decision {
+        self.check_at(key, self.clock.now())
+    }
+
+    /// Decides one request of weight `cost` for `key` now, and counts it if admitted.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`] when `cost` exceeds the algorithm's capacity. Nothing is inserted.
+    #[inline]
+    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.check_n_at(key, cost, self.clock.now())
+    }
+
+    /// What [`check`](Self::check) would answer now, without counting or inserting anything.
+    #[inline]
+    pub fn peek(&self, key: &K) -> Decision {
+        self.peek_at(key, self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, without counting or inserting anything.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.peek_n_at(key, cost, self.clock.now())
+    }
+
+    /// [`check`](Self::check) at a time the caller supplies.
+    #[inline]
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+        // Every algorithm's capacity is at least 1.
+        self.decide(key, now, 1)
+    }
+
+    /// [`check_n`](Self::check_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn check_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(self.decide(key, now, cost))
+    }
+
+    /// [`peek`](Self::peek) at a time the caller supplies.
+    #[inline]
+    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.peek_decision(key, now, 1)
+    }
+
+    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(self.peek_decision(key, now, cost))
+    }
+
+    /// Keys currently held in the table (including idle ones not yet reclaimed).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.live() as usize).sum()
+    }
+
+    /// Whether the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of keys the table was built for. It holds at least that many keys still being
+    /// limited (a key is stored within 512 slots of its home, and the table has 10 slots for every
+    /// 7 keys).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Slots in the table (16 bytes each).
+    pub fn slots(&self) -> usize {
+        self.shards.iter().map(Shard::len).sum()
+    }
+
+    /// The algorithm and its parameters.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The policy for new keys when the table is full.
+    pub fn full_policy(&self) -> WhenFull {
+        self.when_full
+    }
+
+    #[inline]
+    fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(CostTooLarge { cost, capacity });
+        }
+        Ok(())
+    }
+
+    /// The key's shard, home slot and fingerprint.
+    #[inline]
+    fn locate(&self, key: &K) -> (&Shard, usize, u64) {
+        let hash = self.hasher.hash_one(key);
+        // The top bits choose the shard (a shift by 64 for one shard is avoided by checked_shr).
+        let shard = &self.shards[hash.checked_shr(self.shard_shift).unwrap_or(0) as usize];
+        // The home slot comes from the other bits, scaled to the shard's length without division.
+        let home = ((u128::from(hash.rotate_left(32)) * shard.len() as u128) >> 64) as usize;
+        (shard, home, hash & slot::FINGERPRINT_MASK)
+    }
+
+    #[inline]
+    fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let (shard, home, fingerprint) = self.locate(key);
+        let decide = |state| self.algorithm.decide(state, now, cost);
+        loop {
+            let found = match shard.find(fingerprint, home) {
+                Some(found) => found,
+                None => match shard
+                    .find_or_insert(fingerprint, home, |state| self.algorithm.is_idle(state, now))
+                {
+                    Some(found) => found,
+                    None => return self.when_table_full(now, cost),
+                },
+            };
+            if let Ok(decision) = shard.update(found, decide) {
+                return decision;
+            }
+        }
+    }
+
+    fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let (shard, home, fingerprint) = self.locate(key);
+        let state = shard
+            .find(fingerprint, home)
+            .map_or(FRESH_STATE, |found| found.slot.state);
+        self.algorithm.decide(state, now, cost).decision
+    }
+
+    #[cold]
+    fn when_table_full(&self, now: Timestamp, cost: u64) -> Decision {
+        let fresh = self.algorithm.decide(FRESH_STATE, now, cost).decision;
+        match self.when_full {
+            WhenFull::Refuse => Decision::table_full(),
+            WhenFull::Admit => Decision::untracked(fresh),
+        }
+    }
+}
+
+impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("capacity", &self.capacity)
+            .field("shards", &self.shards.len())
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,284 @@
+//! One shard of the keyed table: a fixed array of slots searched by linear probing, and the
+//! lock-free protocol that inserts, settles and reclaims keys in it.
+//!
+//! # The protocol
+//! A key lives in at most one `Member` slot, found by probing from its home slot until the key
+//! or the first `Empty` slot. Slots never become `Empty` again, so probe chains never break.
+//!
+//! - **Deciding** for a present key is one 128-bit compare-and-swap that keeps the tag (status
+//!   and fingerprint) and changes the state: it fails, and the key is looked up again, if the slot
+//!   was given to another key in between. No key is ever charged for another key's request.
+//! - **Inserting** a key claims one slot with a CAS, from `Empty`, `Dead`, or a `Member` whose
+//!   state is idle (indistinguishable from a fresh key's), into `Inserting` with a unique nonce.
+//!   Then the key is *settled*: the claims of one key race, and exactly one becomes `Member`.
+//! - **Settling** scans the key's chain: if a `Member` exists, every `Inserting` claim of the key
+//!   is killed (`Dead`) and the member is used. Otherwise the earliest claim in probe order wins:
+//!   the later ones are killed, and the earliest is promoted to `Member`, but only by a scan that
+//!   began after that claim was first seen and whose kills all succeeded. Anyone may settle
+//!   (inserters help each other), so no thread ever waits for another: the table is lock-free.
+//!
+//! Why at most one `Member` per key: `docs/design.md`, "The keyed table". The insert path uses
+//! `SeqCst` (the argument needs one total order of claims, scans and promotions); the decision
+//! path uses `Relaxed` (the 128-bit CAS covers identity and state together).
+
+use crossbeam_utils::CachePadded;
+
+use super::slot::{Slot, Status};
+use crate::algorithm::{Transition, FRESH_STATE};
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::Decision;
+
+/// The longest probe sequence: a key is stored within this many slots of its home.
+pub(crate) const MAX_PROBE: usize = 512;
+
+/// Counters written only on the insert path, on their own cache line.
+#[derive(Debug)]
+struct ShardMeta {
+    /// Slots in `Member` status.
+    live: AtomicU64,
+    /// Source of claim nonces, so that no two claims are ever the same word.
+    claims: AtomicU64,
+}
+
+/// A fixed array of slots and its counters.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    meta: CachePadded<ShardMeta>,
+    slots: Box<[AtomicU128]>,
+}
+
+/// Where a key's state lives: the slot index and the word last read there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) index: usize,
+    pub(crate) slot: Slot,
+}
+
+/// The slot was given to another key while a decision was being made for this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Moved;
+
+impl Shard {
+    /// A shard of `len` empty slots; `None` if the memory cannot be had.
+    pub(crate) fn new(len: usize) -> Option<Shard> {
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(len).ok()?;
+        slots.extend((0..len).map(|_| AtomicU128::new(Slot::EMPTY.word())));
+        Some(Shard {
+            meta: CachePadded::new(ShardMeta {
+                live: AtomicU64::new(0),
+                claims: AtomicU64::new(0),
+            }),
+            slots: slots.into_boxed_slice(),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slots in `Member` status.
+    pub(crate) fn live(&self) -> u64 {
+        // Relaxed: a statistic; nothing is published through it.
+        self.meta.live.load(Ordering::Relaxed)
+    }
+
+    /// The probe sequence of a key whose home is `home`.
+    fn probe(&self, home: usize) -> impl Iterator<Item = usize> {
+        let len = self.slots.len();
+        (home..len).chain(0..home).take(MAX_PROBE.min(len))
+    }
+
+    fn load(&self, index: usize, order: Ordering) -> Slot {
+        Slot::from_word(self.slots[index].load(order))
+    }
+
+    fn cas(&self, index: usize, current: Slot, new: Slot, order: Ordering) -> Result<(), Slot> {
+        let failure = if matches!(order, Ordering::SeqCst) {
+            Ordering::SeqCst
+        } else {
+            Ordering::Relaxed
+        };
+        self.slots[index]
+            .compare_exchange(current.word(), new.word(), order, failure)
+            .map(drop)
+            .map_err(Slot::from_word)
+    }
+
+    /// The key's `Member` slot, if the key is present: the decision path's only search.
+    #[inline]
+    pub(crate) fn find(&self, fingerprint: u64, home: usize) -> Option<Found> {
+        for index in self.probe(home) {
+            // Relaxed: a stale read only sends the caller down the insert path, whose SeqCst
+            // settle scan finds the member.
+            let slot = self.load(index, Ordering::Relaxed);
+            if slot.is(Status::Member, fingerprint) {
+                return Some(Found { index, slot });
+            }
+            if slot.status() == Status::Empty {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// The key's `Member` slot, inserting the key if it is absent; `None` when no slot within
+    /// the probe limit is free or idle (the table is full for this key).
+    pub(crate) fn find_or_insert(
+        &self,
+        fingerprint: u64,
+        home: usize,
+        is_idle: impl Fn(u64) -> bool,
+    ) -> Option<Found> {
+        loop {
+            let mut target = None;
+            let mut pending = false;
+            for index in self.probe(home) {
+                // Relaxed: the claim below is a SeqCst CAS that checks what was read here.
+                let slot = self.load(index, Ordering::Relaxed);
+                match slot.status() {
+                    Status::Empty => {
+                        target = target.or(Some((index, slot)));
+                        break;
+                    }
+                    Status::Member if slot.fingerprint() == fingerprint => {
+                        return Some(Found { index, slot })
+                    }
+                    Status::Inserting if slot.fingerprint() == fingerprint => pending = true,
+                    Status::Member if is_idle(slot.state) => target = target.or(Some((index, slot))),
+                    Status::Dead => target = target.or(Some((index, slot))),
+                    Status::Member | Status::Inserting => {}
+                }
+            }
+            if pending {
+                // Another thread is inserting this key: help it settle rather than race it.
+                if let Some(found) = self.settle(fingerprint, home, None) {
+                    return Some(found);
+                }
+                continue;
+            }
+            let (index, old) = target?;
+            // Relaxed: the nonce only needs to be unique, which fetch_add guarantees.
+            let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
+            let claim = Slot::new(Status::Inserting, fingerprint, nonce);
+            // SeqCst: claims, settle scans and promotions must fall in one total order.
+            if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
+                continue;
+            }
+            if old.status() == Status::Member {
+                // An idle key was forgotten to make room.
+                // Relaxed: a statistic.
+                self.meta.live.fetch_sub(1, Ordering::Relaxed);
+            }
+            // This thread saw its claim when it made it, so its first scan may promote it.
+            let ours = Found { index, slot: claim };
+            if let Some(found) = self.settle(fingerprint, home, Some(ours)) {
+                return Some(found);
+            }
+        }
+    }
+
+    /// Makes exactly one `Member` slot of the key's claims, or finds the member that already
+    /// exists; `None` if the key has neither a member nor a claim (every claim was killed and
+    /// the member, if one was made, has since been reclaimed).
+    ///
+    /// `seen` is a claim the caller observed before calling (its own): only a scan that began
+    /// after a claim was observed may promote it.
+    fn settle(&self, fingerprint: u64, home: usize, mut seen: Option<Found>) -> Option<Found> {
+        loop {
+            let mut member = None;
+            let mut earliest: Option<Found> = None;
+            let mut kills_held = true;
+            for index in self.probe(home) {
+                // SeqCst: see `find_or_insert`.
+                let slot = self.load(index, Ordering::SeqCst);
+                match slot.status() {
+                    Status::Empty => break,
+                    Status::Member if slot.fingerprint() == fingerprint => {
+                        member = member.or(Some(Found { index, slot }))
+                    }
+                    Status::Inserting if slot.fingerprint() == fingerprint => {
+                        if earliest.is_none() && member.is_none() {
+                            earliest = Some(Found { index, slot });
+                        } else {
+                            kills_held &= self.kill(index, slot);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(member) = member {
+                if let Some(claim) = earliest {
+                    kills_held &= self.kill(claim.index, claim.slot);
+                }
+                if kills_held {
+                    return Some(member);
+                }
+                continue;
+            }
+            let claim = earliest?;
+            if kills_held && seen == Some(claim) {
+                let promoted = Slot::new(Status::Member, fingerprint, FRESH_STATE);
+                // SeqCst: see `find_or_insert`.
+                if self
+                    .cas(claim.index, claim.slot, promoted, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    // Relaxed: a statistic.
+                    self.meta.live.fetch_add(1, Ordering::Relaxed);
+                    return Some(Found {
+                        index: claim.index,
+                        slot: promoted,
+                    });
+                }
+                seen = None;
+                continue;
+            }
+            seen = Some(claim);
+        }
+    }
+
+    /// Turns a losing claim into a free `Dead` slot; `false` if the claim changed first (it was
+    /// promoted or killed by someone else), in which case the caller must scan again.
+    fn kill(&self, index: usize, claim: Slot) -> bool {
+        let dead = Slot::new(Status::Dead, claim.fingerprint(), FRESH_STATE);
+        // SeqCst: see `find_or_insert`.
+        match self.cas(index, claim, dead, Ordering::SeqCst) {
+            Ok(()) => true,
+            Err(now) => now.status() == Status::Dead,
+        }
+    }
+
+    /// Runs `decide` on the member's state in a CAS loop, as `cell::update` does for a direct
+    /// limiter, but on the whole slot so that the key cannot change under the decision.
+    #[inline]
+    pub(crate) fn update(
+        &self,
+        found: Found,
+        mut decide: impl FnMut(u64) -> Transition,
+    ) -> Result<Decision, Moved> {
+        let mut current = found.slot;
+        loop {
+            let Transition { state, decision } = decide(current.state);
+            if state == current.state {
+                return Ok(decision);
+            }
+            // Relaxed: the word is self-contained (tag and state together); see `cell.rs`.
+            match self.slots[found.index].compare_exchange_weak(
+                current.word(),
+                current.with_state(state).word(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(decision),
+                Err(actual) => {
+                    let actual = Slot::from_word(actual);
+                    if actual.tag != current.tag {
+                        return Err(Moved);
+                    }
+                    current = actual;
+                }
+            }
+        }
+    }
+}
