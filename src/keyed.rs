@@ -1,8 +1,12 @@
 //! Keyed limiters: one limiter per client (IP, API key, user) in a fixed-capacity, sharded,
 //! lock-free table.
 
+mod faults;
 mod shard;
 mod slot;
+
+#[cfg(tollgate_loom)]
+pub use faults::Faults;
 
 use std::fmt;
 use std::hash::Hash;
@@ -135,6 +139,16 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             when_full: policy,
             ..self
         }
+    }
+
+    /// The same limiter with steps of its protocol left out: loom's broken twins only.
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        for shard in self.shards.iter_mut() {
+            shard.set_faults(faults);
+        }
+        self
     }
 
     /// Decides one request of weight 1 for `key` now, and counts it if admitted.

@@ -65,6 +65,8 @@ pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;
 pub use error::{CapacityError, CostTooLarge, QuotaError};
+#[cfg(tollgate_loom)]
+pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
 pub use quota::{ParseQuotaError, Quota};
 pub use time::Timestamp;

@@ -23,6 +23,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::faults::Faults;
 use super::slot::{Slot, Status};
 use crate::algorithm::{Transition, FRESH_STATE};
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
@@ -45,6 +46,8 @@ struct ShardMeta {
 pub(crate) struct Shard {
     meta: CachePadded<ShardMeta>,
     slots: Box<[AtomicU128]>,
+    #[cfg(tollgate_loom)]
+    faults: Faults,
 }
 
 /// Where a key's state lives: the slot index and the word last read there.
@@ -70,7 +73,23 @@ impl Shard {
                 claims: AtomicU64::new(0),
             }),
             slots: slots.into_boxed_slice(),
+            #[cfg(tollgate_loom)]
+            faults: Faults::NONE,
         })
+    }
+
+    /// Leaves steps of the protocol out, for loom's broken twins.
+    #[cfg(tollgate_loom)]
+    pub(crate) fn set_faults(&mut self, faults: Faults) {
+        self.faults = faults;
+    }
+
+    #[inline(always)]
+    fn faults(&self) -> Faults {
+        #[cfg(tollgate_loom)]
+        return self.faults;
+        #[cfg(not(tollgate_loom))]
+        Faults::NONE
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -145,7 +164,9 @@ impl Shard {
                         return Some(Found { index, slot })
                     }
                     Status::Inserting if slot.fingerprint() == fingerprint => pending = true,
-                    Status::Member if is_idle(slot.state) => target = target.or(Some((index, slot))),
+                    Status::Member if self.faults().reclaim_busy || is_idle(slot.state) => {
+                        target = target.or(Some((index, slot)))
+                    }
                     Status::Dead => target = target.or(Some((index, slot))),
                     Status::Member | Status::Inserting => {}
                 }
@@ -162,13 +183,22 @@ impl Shard {
             let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
             let claim = Slot::new(Status::Inserting, fingerprint, nonce);
             // SeqCst: claims, settle scans and promotions must fall in one total order.
-            if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
+            if self.faults().claim_by_store {
+                self.slots[index].store(claim.word(), Ordering::SeqCst);
+            } else if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
                 continue;
             }
             if old.status() == Status::Member {
                 // An idle key was forgotten to make room.
                 // Relaxed: a statistic.
                 self.meta.live.fetch_sub(1, Ordering::Relaxed);
+            }
+            if self.faults().promote_unsettled {
+                let member = Slot::new(Status::Member, fingerprint, FRESH_STATE);
+                if self.cas(index, claim, member, Ordering::SeqCst).is_ok() {
+                    self.meta.live.fetch_add(1, Ordering::Relaxed);
+                    return Some(Found { index, slot: member });
+                }
             }
             // This thread saw its claim when it made it, so its first scan may promote it.
             let ours = Found { index, slot: claim };
@@ -273,7 +303,7 @@ impl Shard {
                 Ok(_) => return Ok(decision),
                 Err(actual) => {
                     let actual = Slot::from_word(actual);
-                    if actual.tag != current.tag {
+                    if actual.tag != current.tag && !self.faults().update_ignores_key {
                         return Err(Moved);
                     }
                     current = actual;

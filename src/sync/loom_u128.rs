@@ -27,6 +27,10 @@ impl AtomicU128 {
         *self.word()
     }
 
+    pub(crate) fn store(&self, value: u128, _order: Ordering) {
+        *self.word() = value;
+    }
+
     pub(crate) fn compare_exchange(
         &self,
         current: u128,

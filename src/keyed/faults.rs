@@ -1,0 +1,30 @@
+//! Deliberate flaws for the broken twins of the loom models (`loom-tests/tests/keyed_*.rs`).
+//!
+//! Each flag removes one step of the table's protocol, so that the models can show loom finds
+//! the bug that step prevents. Only `--cfg tollgate_loom` builds can set them; in every other
+//! build they are the constant [`Faults::NONE`] and the compiler removes the checks.
+
+/// Steps of the keyed table's protocol that a broken twin leaves out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(tollgate_loom), allow(unreachable_pub, dead_code))]
+pub struct Faults {
+    /// A claim becomes a member at once, without settling against other claims of its key.
+    pub promote_unsettled: bool,
+    /// A member may be reclaimed for another key while it still carries debt.
+    pub reclaim_busy: bool,
+    /// A decision's CAS checks only the state half of the slot, not which key holds it.
+    pub update_ignores_key: bool,
+    /// A free slot is claimed by a plain store after reading it free, not by CAS.
+    pub claim_by_store: bool,
+}
+
+#[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
+impl Faults {
+    /// The shipped protocol: no step left out.
+    pub const NONE: Faults = Faults {
+        promote_unsettled: false,
+        reclaim_busy: false,
+        update_ignores_key: false,
+        claim_by_store: false,
+    };
+}
