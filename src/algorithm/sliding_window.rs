@@ -73,6 +73,8 @@ impl SlidingWindowState {
 pub struct SlidingWindow {
     limit: u64,
     layout: WindowLayout,
+    /// `limit * w`, the right-hand side of the decision's inequality.
+    budget: u128,
 }
 
 impl SlidingWindow {
@@ -90,6 +92,7 @@ impl SlidingWindow {
         }
         let layout = WindowLayout::new(quota.period_nanos(), quota.count(), FIELDS)?;
         Ok(SlidingWindow {
+            budget: u128::from(quota.count()) * u128::from(quota.period_nanos()),
             limit: quota.count(),
             layout,
         })
@@ -199,7 +202,7 @@ impl Algorithm for SlidingWindow {
         let window_start = self.layout.start_of(index).unwrap_or(u64::MAX);
         let elapsed = now.saturating_sub(window_start);
         let w = u128::from(self.layout.window());
-        let budget = u128::from(self.limit) * w;
+        let budget = self.budget;
         let used = u128::from(previous) * (w - u128::from(elapsed)) + u128::from(current) * w;
         let until = |at: Option<u64>| nanos_until(at, now);
         let reset_at = |current: u64| match (previous, current) {
