@@ -69,7 +69,8 @@ proptest! {
 
     /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and
     /// the limiter decides exactly as the window map fed the running maximum of the timestamps
-    /// seen so far (a step back into an earlier window is decided in the latest window):
+    /// of the requests counted so far (a step back into an earlier window is decided in the
+    /// latest window; a weightless request is decided there too, and moves nothing):
     /// - the same requests are admitted, with the same `remaining`, so no window (of the
     ///   running-maximum time) ever holds more than the limit, and the admitted totals are equal;
     /// - retry-after and reset-after point at the same instant as the model's (the end of the
@@ -116,17 +117,23 @@ fn run_with_backward_steps(
     } else {
         start.at(window)
     };
-    let mut latest = now;
+    // The latest time a request was counted at (nothing yet).
+    let mut latest = 0;
     for (i, op) in ops.iter().enumerate() {
         if i > 0 {
             now = op.any_direction(now, window);
         }
-        latest = latest.max(now);
         let cost = op.cost(limit);
+        // The limiter's window moves only when a request is counted; a weightless one stores
+        // nothing, so it is decided at the latest time, but does not move it.
+        let at = latest.max(now);
+        if cost > 0 {
+            latest = at;
+        }
         let got = peek_then_check(&limiter, op, now, cost)?;
-        let expected = model.decide(latest, cost);
+        let expected = model.decide(at, cost);
         let context =
-            format!("request {i} at t={now} (latest {latest}) weight {cost} (w={window}, limit={limit})");
+            format!("request {i} at t={now} (decided at {at}) weight {cost} (w={window}, limit={limit})");
         prop_assert_eq!(got.allowed, expected.allowed, "{}", context);
         prop_assert_eq!(got.remaining, expected.remaining, "{}", context);
         prop_assert_eq!(got.delay, 0, "{}", context);
@@ -134,7 +141,7 @@ fn run_with_backward_steps(
             (got.retry_after, expected.retry_after),
             (got.reset_after, expected.reset_after),
         ] {
-            let deadline = u128::from(latest) + u128::from(expected);
+            let deadline = u128::from(at) + u128::from(expected);
             if expected == 0 {
                 prop_assert_eq!(got, 0, "{}", context);
             } else if deadline <= u128::from(u64::MAX) {
@@ -142,7 +149,7 @@ fn run_with_backward_steps(
             }
         }
         if got.allowed {
-            let count = per_window.entry(latest / window).or_insert(0);
+            let count = per_window.entry(at / window).or_insert(0);
             *count += cost;
             prop_assert!(*count <= limit, "{}", context);
         }

@@ -123,7 +123,12 @@ impl Algorithm for FixedWindow {
         let until_window_end = nanos_until(self.layout.start_of(index.saturating_add(1)), now);
         match count.checked_add(cost) {
             Some(total) if total <= self.limit => Transition {
-                state: self.layout.pack(index, &[total]),
+                // A weightless request stores nothing (not even a new window's index).
+                state: if cost == 0 {
+                    state
+                } else {
+                    self.layout.pack(index, &[total])
+                },
                 decision: Decision::allowed(
                     self.limit - total,
                     if total > 0 { until_window_end } else { 0 },

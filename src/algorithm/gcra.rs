@@ -102,6 +102,11 @@ impl Gcra {
                 self.interval.divide(self.tolerance.saturating_sub(backlog)),
             )
         };
+        if need == 0 {
+            // A weightless request takes no slot: always allowed, and nothing to store, even if
+            // the clock stepped back past the bucket's tolerance.
+            return Transition::refuse(tat, Decision::allowed(refused_remaining(), backlog, 0));
+        }
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {
                 state: next,

@@ -211,11 +211,21 @@ impl Algorithm for SlidingWindow {
             (0, 0) => Some(now),
         };
         let after = used.saturating_add(u128::from(cost) * w);
-        if after <= budget {
+        // A weightless request is always allowed and stores nothing, even when the clock stepped
+        // back to where the previous window weighs more than the limit.
+        if after <= budget || cost == 0 {
             let total = current + cost;
             Transition {
-                state: self.layout.pack(index, &[total, previous]),
-                decision: Decision::allowed(self.units_in(budget - after), until(reset_at(total)), 0),
+                state: if cost == 0 {
+                    state
+                } else {
+                    self.layout.pack(index, &[total, previous])
+                },
+                decision: Decision::allowed(
+                    self.units_in(budget.saturating_sub(after)),
+                    until(reset_at(total)),
+                    0,
+                ),
             }
         } else {
             Transition::refuse(
