@@ -136,11 +136,14 @@ impl FromStr for Quota {
             None => (rest, None),
         };
         let period_nanos = parse_period(period_text.trim()).map_err(fail)?;
-        let period = Duration::from_nanos(period_nanos.ok_or_else(|| {
-            fail(Reason::Invalid(QuotaError::PeriodOverflow {
-                period: Duration::MAX,
-            }))
-        })?);
+        // A period past a u64 of nanoseconds is refused by `Quota::new` with the period asked
+        // for (or `Duration::MAX` when even a Duration cannot hold it).
+        let period = match u64::try_from(period_nanos) {
+            Ok(nanos) => Duration::from_nanos(nanos),
+            Err(_) => u64::try_from(period_nanos / 1_000_000_000)
+                .map(|secs| Duration::new(secs, (period_nanos % 1_000_000_000) as u32))
+                .unwrap_or(Duration::MAX),
+        };
         let mut quota = Quota::new(count, period).map_err(|e| fail(Reason::Invalid(e)))?;
         if let Some(burst_text) = burst_text {
             let burst = parse_count(burst_text, "burst").map_err(fail)?;
@@ -176,8 +179,8 @@ fn parse_count(text: &str, what: &'static str) -> Result<u64, Reason> {
         })
 }
 
-/// `[count] unit` to nanoseconds; `Ok(None)` when it overflows a `u64`.
-fn parse_period(text: &str) -> Result<Option<u64>, Reason> {
+/// `[count] unit` to nanoseconds (a `u128` cannot overflow: both factors are `u64`s).
+fn parse_period(text: &str) -> Result<u128, Reason> {
     let unit_at = text
         .find(|c: char| !(c.is_ascii_digit() || c == '_'))
         .unwrap_or(text.len());
@@ -207,7 +210,7 @@ fn parse_period(text: &str) -> Result<Option<u64>, Reason> {
                 }
             }
         })?;
-    Ok(multiplier.checked_mul(unit_nanos))
+    Ok(u128::from(multiplier) * u128::from(unit_nanos))
 }
 
 /// Writes a period in the largest unit that divides it.
