@@ -214,7 +214,9 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         Ok(self.peek_decision(key, now, cost))
     }
 
-    /// Keys currently held in the table (including idle ones not yet reclaimed).
+    /// Keys currently held in the table (including idle ones not yet reclaimed). Exact when no
+    /// insert is in flight; while inserts race it may be off by the number in flight (it is
+    /// never above the number of slots).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.live() as usize).sum()
     }
@@ -293,10 +295,14 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
-        let state = shard
-            .find(fingerprint, home)
-            .map_or(FRESH_STATE, |found| found.slot.state);
-        self.algorithm.decide(state, now, cost).decision
+        match shard.find(fingerprint, home) {
+            Some(found) => self.algorithm.decide(found.slot.state, now, cost).decision,
+            // Absent: what a fresh key gets, if the key would find room.
+            None if shard.has_room(home, |state| self.algorithm.is_idle(state, now)) => {
+                self.algorithm.decide(FRESH_STATE, now, cost).decision
+            }
+            None => self.when_table_full(now, cost),
+        }
     }
 
     #[cold]

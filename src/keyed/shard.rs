@@ -35,7 +35,8 @@ pub(crate) const MAX_PROBE: usize = 512;
 /// Counters written only on the insert path, on their own cache line.
 #[derive(Debug)]
 struct ShardMeta {
-    /// Slots in `Member` status.
+    /// Slots in `Member` status, as a wrapping signed count: it is adjusted just before or just
+    /// after the CAS it accounts for, so a reader racing those can see it one off, or below 0.
     live: AtomicU64,
     /// Source of claim nonces, so that no two claims are ever the same word.
     claims: AtomicU64,
@@ -96,10 +97,24 @@ impl Shard {
         self.slots.len()
     }
 
-    /// Slots in `Member` status.
+    /// Slots in `Member` status (approximate while inserts race: clamped to `0..=len`).
     pub(crate) fn live(&self) -> u64 {
         // Relaxed: a statistic; nothing is published through it.
-        self.meta.live.load(Ordering::Relaxed)
+        let live = self.meta.live.load(Ordering::Relaxed) as i64;
+        live.clamp(0, self.slots.len() as i64) as u64
+    }
+
+    /// Whether a new key homed at `home` would find a slot (read-only: for `peek`).
+    pub(crate) fn has_room(&self, home: usize, is_idle: impl Fn(u64) -> bool) -> bool {
+        self.probe(home).any(|index| {
+            // Relaxed: an answer about a moment, like every peek.
+            let slot = self.load(index, Ordering::Relaxed);
+            match slot.status() {
+                Status::Empty | Status::Dead => true,
+                Status::Member => is_idle(slot.state),
+                Status::Inserting => false,
+            }
+        })
     }
 
     /// The probe sequence of a key whose home is `home`.
@@ -183,15 +198,21 @@ impl Shard {
             let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
             let claim = Slot::new(Status::Inserting, fingerprint, nonce);
             // SeqCst: claims, settle scans and promotions must fall in one total order.
+            // Forgetting an idle key: count it out before the CAS that forgets it, so that a
+            // reader never sees more members than slots (back in if the CAS fails).
+            let forgets = old.status() == Status::Member;
+            if forgets {
+                // Relaxed: a statistic.
+                self.meta.live.fetch_sub(1, Ordering::Relaxed);
+            }
             if self.faults().claim_by_store {
                 self.slots[index].store(claim.word(), Ordering::SeqCst);
             } else if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
+                if forgets {
+                    // Relaxed: a statistic.
+                    self.meta.live.fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
-            }
-            if old.status() == Status::Member {
-                // An idle key was forgotten to make room.
-                // Relaxed: a statistic.
-                self.meta.live.fetch_sub(1, Ordering::Relaxed);
             }
             if self.faults().promote_unsettled {
                 let member = Slot::new(Status::Member, fingerprint, FRESH_STATE);

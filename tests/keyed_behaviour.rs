@@ -1,0 +1,615 @@
+//! What a `KeyedLimiter` promises one caller at a time: keys of any `Hash + Eq` type, each with
+//! its own state; requests that can never pass refused with a typed error and nothing stored;
+//! peeks that store nothing; typed construction errors; the table's size; keys with debt never
+//! forgotten to make room; and the width of the fingerprint that stands in for a key.
+
+mod keyed_common;
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use keyed_common::{
+    fixed_window, fresh_run, leaky_bucket, same_numbers, sliding_window, token_bucket, ts, SEC, T0,
+};
+use tollgate::algorithm::{Algorithm, FRESH_STATE};
+use tollgate::{
+    CapacityError, CostTooLarge, Decision, KeyedLimiter, ManualClock, Outcome, PreciseClock, TokenBucket,
+    WhenFull,
+};
+
+const BURST: u64 = 3;
+
+fn keyed<K: Hash + ?Sized, A: Algorithm>(algorithm: A, capacity: usize) -> KeyedLimiter<K, A, ManualClock> {
+    KeyedLimiter::with_clock(algorithm, capacity, ManualClock::starting_at(ts(T0))).unwrap()
+}
+
+/// `a` admits exactly `BURST` and is then refused, while `b` is untouched by it and admits its
+/// own `BURST`: two entries.
+fn independent<K: Hash + ?Sized + Debug>(limiter: &KeyedLimiter<K, TokenBucket, ManualClock>, a: &K, b: &K) {
+    assert!(limiter.is_empty());
+    for n in 0..BURST {
+        let d = limiter.check(a);
+        assert_eq!(d.outcome(), Outcome::Allowed, "{a:?}, request {n}");
+        assert_eq!(d.remaining(), BURST - 1 - n);
+    }
+    assert_eq!(limiter.check(a).outcome(), Outcome::Denied, "{a:?}");
+    assert_eq!(limiter.len(), 1);
+    let fresh = fresh_run(limiter.algorithm(), ts(T0), &[1])[0];
+    assert_eq!(limiter.peek(b), fresh, "{b:?} is not fresh after {a:?} was used");
+    for n in 0..BURST {
+        assert_eq!(limiter.check(b).outcome(), Outcome::Allowed, "{b:?}, request {n}");
+    }
+    assert_eq!(limiter.check(b).outcome(), Outcome::Denied, "{b:?}");
+    assert_eq!(limiter.check(a).outcome(), Outcome::Denied, "{a:?}");
+    assert_eq!(limiter.len(), 2);
+}
+
+fn bucket() -> TokenBucket {
+    token_bucket(BURST)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key types
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn u64_keys() {
+    independent(&keyed::<u64, _>(bucket(), 16), &7, &8);
+    independent(&keyed::<u64, _>(bucket(), 16), &0, &u64::MAX);
+}
+
+#[test]
+fn ip_address_keys() {
+    let v4 = |s: &str| IpAddr::V4(s.parse::<Ipv4Addr>().unwrap());
+    let v6 = |s: &str| IpAddr::V6(s.parse::<Ipv6Addr>().unwrap());
+    independent(
+        &keyed::<IpAddr, _>(bucket(), 16),
+        &v4("192.0.2.1"),
+        &v4("192.0.2.2"),
+    );
+    independent(
+        &keyed::<IpAddr, _>(bucket(), 16),
+        &v6("2001:db8::1"),
+        &v6("2001:db8::2"),
+    );
+    // Another type, another key: an IPv4 address and the same address mapped into IPv6.
+    independent(
+        &keyed::<IpAddr, _>(bucket(), 16),
+        &v4("192.0.2.1"),
+        &v6("::ffff:192.0.2.1"),
+    );
+    independent(&keyed::<IpAddr, _>(bucket(), 16), &v4("0.0.0.0"), &v6("::"));
+    // The bare address types work too.
+    independent(
+        &keyed::<Ipv6Addr, _>(bucket(), 16),
+        &"2001:db8::1".parse().unwrap(),
+        &"2001:db8::1:0".parse().unwrap(),
+    );
+}
+
+#[test]
+fn str_keys_borrowed_from_anywhere() {
+    let limiter = keyed::<str, _>(bucket(), 16);
+    independent(&limiter, "alice", "bob");
+    // The same text from another allocation is the same key.
+    let owned = String::from("ali") + "ce";
+    assert_eq!(limiter.check(owned.as_str()).outcome(), Outcome::Denied);
+    let boxed: Box<str> = "bob".into();
+    assert_eq!(limiter.check(&boxed).outcome(), Outcome::Denied);
+    assert_eq!(limiter.len(), 2);
+    // Case and length matter.
+    assert_eq!(limiter.check("Alice").outcome(), Outcome::Allowed);
+    assert_eq!(limiter.check("alice ").outcome(), Outcome::Allowed);
+    assert_eq!(limiter.check("").outcome(), Outcome::Allowed);
+    assert_eq!(limiter.len(), 5);
+}
+
+#[test]
+fn string_keys() {
+    let limiter = keyed::<String, _>(bucket(), 16);
+    independent(&limiter, &"alice".to_string(), &"bob".to_string());
+    assert_eq!(
+        limiter.check(&format!("{}{}", "al", "ice")).outcome(),
+        Outcome::Denied
+    );
+}
+
+#[test]
+fn byte_slice_keys() {
+    let limiter = keyed::<[u8], _>(bucket(), 16);
+    independent(&limiter, b"alice".as_slice(), b"alicf".as_slice());
+    let vec = b"alice".to_vec();
+    assert_eq!(limiter.check(&vec).outcome(), Outcome::Denied);
+    assert_eq!(limiter.check(&[][..]).outcome(), Outcome::Allowed);
+    assert_eq!(limiter.check(&[0][..]).outcome(), Outcome::Allowed);
+    assert_eq!(limiter.check(&[0, 0][..]).outcome(), Outcome::Allowed);
+    assert_eq!(limiter.len(), 5);
+}
+
+#[test]
+fn tuple_keys() {
+    let v4 = |s: &str| s.parse::<IpAddr>().unwrap();
+    independent(
+        &keyed::<(IpAddr, u16), _>(bucket(), 16),
+        &(v4("192.0.2.1"), 443),
+        &(v4("192.0.2.1"), 80),
+    );
+    independent(&keyed::<(u64, u64), _>(bucket(), 16), &(1, 2), &(2, 1));
+    // The split between the fields is part of the key.
+    independent(
+        &keyed::<(String, String), _>(bucket(), 16),
+        &("ab".to_string(), "c".to_string()),
+        &("a".to_string(), "bc".to_string()),
+    );
+    independent(
+        &keyed::<(&str, u64, [u8; 2]), _>(bucket(), 16),
+        &("tenant", 7, [1, 2]),
+        &("tenant", 7, [2, 1]),
+    );
+}
+
+/// A 10 KB key works like any other, and does not disturb its neighbours: keys that share all
+/// but its last byte, or its first 10,239 bytes, are different keys, and 100 short keys keep
+/// exactly the state they had.
+#[test]
+fn a_ten_kilobyte_key() {
+    let limiter = keyed::<str, _>(bucket(), 256);
+    let big = "k".repeat(10 * 1024);
+    let others: Vec<String> = (0..100).map(|n| format!("client-{n}")).collect();
+    for (n, key) in others.iter().enumerate() {
+        for _ in 0..n % 4 {
+            let _ = limiter.check(key);
+        }
+    }
+    let before: Vec<Decision> = others.iter().map(|k| limiter.peek(k)).collect();
+    let mut near = big.clone();
+    near.pop();
+    near.push('l');
+    independent_among_others(&limiter, &big, &near);
+    independent_among_others(&limiter, &big, &big[..big.len() - 1]);
+    let after: Vec<Decision> = others.iter().map(|k| limiter.peek(k)).collect();
+    assert_eq!(after, before);
+    assert_eq!(limiter.len(), 100 - 25 + 3, "keys never asked for are not stored");
+}
+
+fn independent_among_others(limiter: &KeyedLimiter<str, TokenBucket, ManualClock>, a: &str, b: &str) {
+    while limiter.check(a).is_allowed() {}
+    assert_eq!(limiter.peek(a).outcome(), Outcome::Denied);
+    let fresh = fresh_run(limiter.algorithm(), ts(T0), &[1])[0];
+    assert_eq!(limiter.peek(b), fresh);
+    assert_eq!(
+        (0..BURST + 2).filter(|_| limiter.check(b).is_allowed()).count() as u64,
+        BURST
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys never share state
+// ---------------------------------------------------------------------------------------------
+
+/// 5,000 keys, key `n` asked `n % 6` times: each is then told exactly what a key asked that many
+/// times alone would be told.
+fn no_sharing<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
+    const KEYS: u64 = 5_000;
+    let limiter = keyed::<u64, _>(algorithm, KEYS as usize);
+    let string_keyed = keyed::<str, _>(algorithm, KEYS as usize);
+    for n in 0..KEYS {
+        for _ in 0..n % 6 {
+            let _ = limiter.check(&n);
+            let _ = string_keyed.check(&format!("user-{n}"));
+        }
+    }
+    let asked = (0..KEYS).filter(|n| n % 6 > 0).count();
+    assert_eq!(limiter.len(), asked, "{name}");
+    assert_eq!(string_keyed.len(), asked, "{name}");
+    for n in 0..KEYS {
+        let times = (n % 6) as usize;
+        let expected = fresh_run(limiter.algorithm(), ts(T0), &vec![1; times + 1])[times];
+        assert_eq!(limiter.peek(&n), expected, "{name}: key {n}");
+        assert_eq!(
+            string_keyed.peek(&format!("user-{n}")),
+            expected,
+            "{name}: key user-{n}"
+        );
+    }
+}
+
+#[test]
+fn distinct_keys_never_share_state() {
+    no_sharing(token_bucket(4), "token bucket");
+    no_sharing(leaky_bucket(4), "leaky bucket");
+    no_sharing(fixed_window(4), "fixed window");
+    no_sharing(sliding_window(4), "sliding window");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weights that can never pass; peeks
+// ---------------------------------------------------------------------------------------------
+
+fn cost_too_large<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
+    let limiter = keyed::<u64, _>(algorithm, 8);
+    let capacity = limiter.algorithm().capacity();
+    for cost in [capacity + 1, capacity * 2, u64::MAX] {
+        let error = CostTooLarge { cost, capacity };
+        assert_eq!(limiter.check_n(&1, cost), Err(error), "{name}");
+        assert_eq!(limiter.peek_n(&1, cost), Err(error), "{name}");
+        assert_eq!(limiter.check_n_at(&1, cost, ts(T0)), Err(error), "{name}");
+        assert_eq!(limiter.peek_n_at(&1, cost, ts(T0)), Err(error), "{name}");
+        assert!(limiter.is_empty(), "{name}: a refused weight inserted its key");
+    }
+    // The heaviest request that can pass does, and stores its key.
+    assert!(limiter.check_n(&1, capacity).unwrap().is_allowed(), "{name}");
+    assert_eq!(limiter.len(), 1);
+    // On a present key, nothing changes either.
+    let before = limiter.peek(&1);
+    assert_eq!(
+        limiter.check_n(&1, capacity + 1),
+        Err(CostTooLarge {
+            cost: capacity + 1,
+            capacity
+        })
+    );
+    assert_eq!(limiter.peek(&1), before, "{name}");
+    // On a full table, the weight is refused before the table is looked at.
+    let full = keyed::<u64, _>(algorithm, 1).when_full(WhenFull::Admit);
+    let mut key = 100;
+    while full.check_n(&key, capacity).unwrap().outcome() == Outcome::Allowed {
+        key += 1;
+    }
+    let len = full.len();
+    assert_eq!(
+        full.check_n(&key, capacity + 1),
+        Err(CostTooLarge {
+            cost: capacity + 1,
+            capacity
+        })
+    );
+    assert_eq!(full.len(), len);
+}
+
+#[test]
+fn weights_above_capacity_are_refused_and_insert_nothing() {
+    cost_too_large(token_bucket(BURST), "token bucket");
+    cost_too_large(leaky_bucket(BURST), "leaky bucket");
+    cost_too_large(fixed_window(BURST), "fixed window");
+    cost_too_large(sliding_window(BURST), "sliding window");
+}
+
+/// Peeks insert nothing, and each equals what the check right after it answers, over a mixed
+/// sequence of keys, weights and times, for every algorithm.
+fn peek_then_check<A: Algorithm + Debug>(algorithm: A, name: &str) {
+    let limiter = keyed::<u64, _>(algorithm, 64);
+    let capacity = limiter.algorithm().capacity();
+    for key in 0..1_000 {
+        let _ = limiter.peek(&key);
+        let _ = limiter.peek_n(&key, capacity).unwrap();
+        let _ = limiter.peek_at(&key, ts(T0 + key * SEC));
+    }
+    assert!(limiter.is_empty(), "{name}: peeks inserted keys");
+    assert_eq!(limiter.len(), 0);
+    let mut now = T0;
+    for step in 0..2_000u64 {
+        let key = step % 7;
+        let cost = step % (capacity + 1);
+        now += (step % 5) * SEC / 8;
+        let len = limiter.len();
+        let peeked = limiter.peek_n_at(&key, cost, ts(now)).unwrap();
+        assert_eq!(limiter.len(), len, "{name}: a peek inserted a key");
+        let checked = limiter.check_n_at(&key, cost, ts(now)).unwrap();
+        assert_eq!(peeked, checked, "{name}: step {step}, key {key}, weight {cost}");
+        if cost == 1 {
+            // `peek`/`check` on the limiter's own clock agree with the `_at` forms.
+            limiter.clock().set(ts(now));
+            let peeked = limiter.peek(&key);
+            assert_eq!(peeked, limiter.peek_at(&key, ts(now)));
+            assert_eq!(peeked, limiter.check(&key), "{name}: step {step}, key {key}");
+        }
+    }
+    assert_eq!(limiter.len(), 7);
+}
+
+#[test]
+fn peek_inserts_nothing_and_equals_the_next_check() {
+    peek_then_check(token_bucket(BURST), "token bucket");
+    peek_then_check(leaky_bucket(BURST), "leaky bucket");
+    peek_then_check(fixed_window(BURST), "fixed window");
+    peek_then_check(sliding_window(BURST), "sliding window");
+}
+
+/// `peek` is documented as "what `check` would answer now, without counting or inserting
+/// anything". For a new key that finds no room, `check` answers `TableFull` (`Refuse`) or
+/// `AllowedUntracked` (`Admit`): so must the peek.
+#[test]
+fn peek_of_a_key_that_finds_no_room_equals_the_check() {
+    for policy in [WhenFull::Refuse, WhenFull::Admit] {
+        let limiter = keyed::<u64, _>(bucket(), 4).when_full(policy);
+        let mut key = 0;
+        while limiter.check_n(&key, BURST).unwrap().outcome() == Outcome::Allowed {
+            key += 1;
+        }
+        let len = limiter.len();
+        for new in key..key + 10 {
+            let peeked = limiter.peek(&new);
+            assert_eq!(limiter.len(), len);
+            let checked = limiter.check(&new);
+            assert_eq!(
+                peeked.outcome(),
+                checked.outcome(),
+                "{policy:?}: new key {new} peeked {peeked:?}, checked {checked:?}"
+            );
+            assert_eq!(peeked, checked, "{policy:?}: new key {new}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Construction and size
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn capacity_errors_are_typed_and_never_abort() {
+    let with =
+        |capacity: usize| KeyedLimiter::<u64, _, _>::with_clock(bucket(), capacity, ManualClock::new());
+    assert_eq!(with(0).unwrap_err(), CapacityError::Zero);
+    assert_eq!(
+        KeyedLimiter::<u64, _>::new(bucket(), 0).unwrap_err(),
+        CapacityError::Zero
+    );
+    let too_large = [
+        usize::MAX,
+        usize::MAX / 10 + 1,                 // capacity * 10 overflows
+        usize::MAX / 10,                     // the slots do not fit isize::MAX bytes
+        (isize::MAX as usize / 16) / 10 * 7, // they do, but no allocator can give 2^63 bytes
+        1 << 58,
+    ];
+    for capacity in too_large {
+        let error = with(capacity).unwrap_err();
+        assert_eq!(error, CapacityError::TooLarge { capacity });
+        assert!(error.to_string().contains(&capacity.to_string()), "{error}");
+        let error = KeyedLimiter::<str, _>::new(bucket(), capacity).unwrap_err();
+        assert_eq!(error, CapacityError::TooLarge { capacity });
+    }
+    let error: Box<dyn std::error::Error> = Box::new(CapacityError::Zero);
+    assert!(!error.to_string().is_empty());
+    // The smallest table works.
+    let one = with(1).unwrap();
+    assert!(one.check(&1).is_allowed());
+    assert_eq!(one.len(), 1);
+    // A limiter on the precise clock.
+    let precise: KeyedLimiter<u64, TokenBucket, PreciseClock> = KeyedLimiter::new(bucket(), 10).unwrap();
+    assert!(precise.check(&1).is_allowed());
+}
+
+#[test]
+fn capacity_slots_len_and_is_empty() {
+    for capacity in [
+        1, 2, 3, 6, 7, 10, 64, 100, 716, 717, 1_000, 1_434, 5_000, 100_000, 1_000_000,
+    ] {
+        let limiter = keyed::<u64, _>(bucket(), capacity);
+        assert_eq!(limiter.capacity(), capacity);
+        let slots = limiter.slots();
+        let sized_for = (capacity * 10).div_ceil(7);
+        assert!(slots >= capacity * 10 / 7, "{capacity}: {slots} slots");
+        assert!(slots >= sized_for, "{capacity}: {slots} slots, load above 0.7");
+        // Memory is what the capacity asks for, give or take one slot per shard (at most 64).
+        assert!(slots < sized_for + 64, "{capacity}: {slots} slots");
+        assert!(limiter.is_empty());
+        assert_eq!(limiter.len(), 0);
+        assert!(limiter.check(&1).is_allowed());
+        assert!(!limiter.is_empty());
+        assert_eq!(limiter.len(), 1);
+        assert_eq!(limiter.capacity(), capacity);
+        assert_eq!(limiter.slots(), slots, "the table never grows");
+    }
+    let limiter = keyed::<u64, _>(bucket(), 10);
+    assert_eq!(limiter.full_policy(), WhenFull::Refuse);
+    assert_eq!(WhenFull::default(), WhenFull::Refuse);
+    assert_eq!(limiter.when_full(WhenFull::Admit).full_policy(), WhenFull::Admit);
+    let debug = format!("{:?}", keyed::<str, _>(bucket(), 10));
+    assert!(
+        debug.contains("KeyedLimiter") && debug.contains("capacity: 10"),
+        "{debug}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reclaim takes only idle keys
+// ---------------------------------------------------------------------------------------------
+
+/// A table for 8 keys (12 slots, one shard) holds 6 keys charged to their limit at `T0 + 2 s`
+/// ("debt") and 6 keys charged one unit at `T0` and not since ("idle" by `T0 + 2 s`: a bucket
+/// refilled, a window two windows old). Then 1,000 new keys arrive: exactly 6 get in (the idle keys' slots),
+/// the rest find no room; every key with debt is still refused exactly as before, and comes back
+/// to full exactly when a key alone would.
+fn debt_is_never_evicted<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
+    for policy in [WhenFull::Refuse, WhenFull::Admit] {
+        let name = format!("{name}, {policy:?}");
+        let clock = ManualClock::starting_at(ts(T0));
+        let limiter = KeyedLimiter::<u64, _, _>::with_clock(algorithm, 8, clock.clone())
+            .unwrap()
+            .when_full(policy);
+        assert_eq!(limiter.slots(), 12);
+        let limit = algorithm.capacity();
+        let idle: Vec<u64> = (100..106).collect();
+        let debt: Vec<u64> = (200..206).collect();
+        // All twelve keys are stored at `T0`; two seconds later all are idle, and the keys of
+        // `debt` are charged again (found where they are: nothing new is inserted).
+        for key in idle.iter().chain(&debt) {
+            assert!(limiter.check(key).is_allowed());
+        }
+        let later = T0 + 2 * SEC;
+        clock.set(ts(later));
+        for key in &debt {
+            assert!(limiter.check_n(key, limit).unwrap().is_allowed());
+        }
+        assert_eq!(limiter.len(), 12);
+        // The premises, on the algorithm itself.
+        let one = algorithm.decide(FRESH_STATE, ts(T0), 1).state;
+        let full = algorithm.decide(one, ts(later), limit).state;
+        let now = later + SEC / 4;
+        assert!(algorithm.is_idle(one, ts(now)), "{name}");
+        assert!(!algorithm.is_idle(full, ts(now)), "{name}");
+        clock.set(ts(now));
+        let before: Vec<Decision> = debt.iter().map(|k| limiter.peek(k)).collect();
+        assert!(before.iter().all(|d| !d.is_allowed()), "{name}");
+
+        let mut admitted = 0;
+        for key in 1_000..2_000u64 {
+            let d = limiter.check(&key);
+            match d.outcome() {
+                Outcome::Allowed => admitted += 1,
+                Outcome::TableFull => assert_eq!(policy, WhenFull::Refuse),
+                Outcome::AllowedUntracked => assert_eq!(policy, WhenFull::Admit),
+                other => panic!("{name}: new key {key}: {other:?}"),
+            }
+            let after: Vec<Decision> = debt.iter().map(|k| limiter.peek(k)).collect();
+            assert_eq!(
+                after, before,
+                "{name}: a key with debt changed after new key {key}"
+            );
+        }
+        assert_eq!(
+            admitted,
+            idle.len(),
+            "{name}: new keys take exactly the idle keys' slots"
+        );
+        assert_eq!(limiter.len(), 12);
+        for (key, before) in debt.iter().zip(&before) {
+            assert_eq!(limiter.check(key), *before, "{name}: key {key}");
+        }
+        // Each key with debt recovers exactly when a key alone would: its state was kept.
+        for t in [
+            now,
+            later + SEC / 2,
+            later + SEC - 1,
+            later + SEC,
+            later + 2 * SEC,
+            later + 3 * SEC,
+        ] {
+            let alone = algorithm.decide(full, ts(t), 1).decision;
+            for key in &debt {
+                assert_eq!(limiter.peek_at(key, ts(t)), alone, "{name}: key {key} at {t}");
+            }
+        }
+    }
+}
+
+#[test]
+fn idle_reclaim_never_evicts_a_key_with_debt() {
+    debt_is_never_evicted(token_bucket(BURST), "token bucket");
+    debt_is_never_evicted(leaky_bucket(BURST), "leaky bucket");
+    debt_is_never_evicted(fixed_window(BURST), "fixed window");
+    debt_is_never_evicted(sliding_window(BURST), "sliding window");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fingerprint
+// ---------------------------------------------------------------------------------------------
+
+/// The bound `docs/design.md` states: a key shares state with another only if their hashes
+/// agree on the 62 stored fingerprint bits, so among `n` live keys the chance is at most
+/// `n / 2^62`; at a million keys that is about `2.2e-13`, below the `1e-9` the design holds
+/// itself to. Exact integer arithmetic, no floats.
+#[test]
+fn the_fingerprint_collision_bound() {
+    const FINGERPRINT_BITS: u32 = 62;
+    let n: u128 = 1_000_000;
+    let space: u128 = 1 << FINGERPRINT_BITS;
+    // n / 2^62 < 1e-9  <=>  n * 10^9 < 2^62
+    assert!(n * 1_000_000_000 < space);
+    // 2.1e-13 < n / 2^62 < 2.2e-13  <=>  21 * 2^62 < n * 10^14 < 22 * 2^62
+    assert!(21 * space < n * 100_000_000_000_000 && n * 100_000_000_000_000 < 22 * space);
+    // Even at the largest table that fits in memory (2^59 slots of 16 bytes), the bound is 1/8.
+    assert!((1u128 << 59) * 8 <= space);
+    // A 16-bit tag would not do: n / 2^16 >= 1 at a million keys.
+    assert!(n >= 1 << 16);
+    // Narrower than 50 bits, the bound is broken at a million keys.
+    assert!(n * 1_000_000_000 >= 1 << 49);
+}
+
+/// Keys that differ in a single bit are different keys, for integer and byte-string keys.
+#[test]
+fn keys_one_bit_apart_are_independent() {
+    for base in [
+        0u64,
+        1,
+        0x5555_5555_5555_5555,
+        u64::MAX,
+        0x8000_0000_0000_0000,
+        1 << 62,
+    ] {
+        let limiter = keyed::<u64, _>(bucket(), 128);
+        assert!(limiter.check_n(&base, BURST).unwrap().is_allowed());
+        for bit in 0..64 {
+            let other = base ^ (1 << bit);
+            assert_eq!(
+                limiter.check_n(&other, BURST).unwrap().outcome(),
+                Outcome::Allowed,
+                "{base:#x} and {other:#x}"
+            );
+        }
+        assert_eq!(limiter.len(), 65);
+        assert!(!limiter.check(&base).is_allowed());
+    }
+    let bytes = keyed::<[u8], _>(bucket(), 1_024);
+    let base = *b"the same thirty-two byte key....";
+    assert!(bytes.check_n(&base, BURST).unwrap().is_allowed());
+    for byte in 0..base.len() {
+        for bit in 0..8 {
+            let mut other = base;
+            other[byte] ^= 1 << bit;
+            assert_eq!(bytes.check_n(&other, BURST).unwrap().outcome(), Outcome::Allowed);
+        }
+    }
+    assert_eq!(bytes.len(), 1 + 32 * 8);
+}
+
+/// The stored fingerprint is wide: a table whose 512 slots (one shard, one probe chain of 512)
+/// all hold keys with debt is asked about 40,000 other keys. Each lookup compares the key's
+/// fingerprint with all 512 stored ones, 20 million comparisons in all; any match would answer
+/// with that key's debt (a refusal). With a fingerprint of 20 bits or fewer, about 19 matches
+/// would be expected (the chance of none is below 1e-8); at 62 bits, about 4e-12.
+#[test]
+fn no_fingerprint_matches_among_twenty_million_comparisons() {
+    // ceil(358 * 10 / 7) = 512 slots, under the 1,024 of one shard and within the probe limit.
+    let limiter = keyed::<u64, _>(token_bucket(1), 358);
+    assert_eq!(limiter.slots(), 512);
+    let mut held = 0;
+    while limiter.check(&held).outcome() == Outcome::Allowed {
+        held += 1;
+    }
+    assert_eq!(held, 512, "a full one-shard table holds one key per slot");
+    assert_eq!(limiter.len(), 512);
+    for key in held..held + 40_000 {
+        let d = limiter.peek(&key);
+        assert_ne!(
+            d.outcome(),
+            Outcome::Denied,
+            "key {key} shares a slot with a key with debt"
+        );
+    }
+    assert_eq!(limiter.len(), 512);
+}
+
+/// With `Admit`, a new key that finds no room is told what a fresh key would be, marked
+/// untracked, and is never counted: asked again and again, it gets the same answer.
+#[test]
+fn admit_policy_answers_like_a_fresh_key() {
+    // Two slots, both holding keys with debt.
+    let limiter = keyed::<u64, _>(bucket(), 1).when_full(WhenFull::Admit);
+    assert_eq!(limiter.slots(), 2);
+    assert!(limiter.check_n(&1, BURST).unwrap().is_allowed());
+    assert!(limiter.check_n(&2, BURST).unwrap().is_allowed());
+    assert_eq!(limiter.len(), 2);
+    for _ in 0..3 {
+        for cost in 0..=BURST {
+            let d = limiter.check_n(&3, cost).unwrap();
+            let alone = fresh_run(limiter.algorithm(), ts(T0), &[cost])[0];
+            assert_eq!(d.outcome(), Outcome::AllowedUntracked);
+            assert!(d.is_allowed());
+            assert!(same_numbers(&d, &alone), "weight {cost}: {d:?} vs {alone:?}");
+        }
+    }
+    assert_eq!(limiter.len(), 2);
+}
