@@ -19,7 +19,7 @@ use super::{Algorithm, Transition};
 /// rate that does not divide its period into whole nanoseconds (for example `3/s`, `T =
 /// 333_333_333.3 ns`) is run at the next slower whole-nanosecond interval (`333_333_334 ns`).
 /// The limiter therefore never admits more than the quota; it admits at most one unit less per
-/// `T` nanoseconds of rounding error accumulated (under 1 per 300 years for `3/s`).
+/// `T` nanoseconds of rounding error accumulated (about 1 per 5.3 years for `3/s`).
 ///
 /// ```
 /// use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
