@@ -70,3 +70,8 @@ pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
 pub use quota::{ParseQuotaError, Quota};
 pub use time::Timestamp;
+
+/// The README's examples, run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
