@@ -5,6 +5,9 @@ use std::time::Duration;
 /// Whether a request passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+// A full word, so that a `Decision` is five words and is copied word by word (a one-byte field
+// made copies mix widths, and the loads stalled on store forwarding).
+#[repr(u64)]
 pub enum Outcome {
     /// The request may proceed (for the leaky bucket shaper: after [`Decision::delay`]).
     Allowed,

@@ -273,21 +273,36 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         (shard, home, hash & slot::FINGERPRINT_MASK)
     }
 
+    /// The decision path: one lookup and one CAS loop, small enough to inline; everything
+    /// else (a new key, a full table, a slot given away mid-decision) is out of line.
     #[inline]
     fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
-        let decide = |state| self.algorithm.decide(state, now, cost);
+        if let Some(found) = shard.find(fingerprint, home) {
+            if let Ok(decision) = shard.update(found, |state| self.algorithm.decide(state, now, cost)) {
+                return decision;
+            }
+        }
+        self.decide_slow(shard, home, fingerprint, now, cost)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn decide_slow(
+        &self,
+        shard: &Shard,
+        home: usize,
+        fingerprint: u64,
+        now: Timestamp,
+        cost: u64,
+    ) -> Decision {
         loop {
-            let found = match shard.find(fingerprint, home) {
-                Some(found) => found,
-                None => match shard
-                    .find_or_insert(fingerprint, home, |state| self.algorithm.is_idle(state, now))
-                {
-                    Some(found) => found,
-                    None => return self.when_table_full(now, cost),
-                },
+            let Some(found) =
+                shard.find_or_insert(fingerprint, home, |state| self.algorithm.is_idle(state, now))
+            else {
+                return self.when_table_full(now, cost);
             };
-            if let Ok(decision) = shard.update(found, decide) {
+            if let Ok(decision) = shard.update(found, |state| self.algorithm.decide(state, now, cost)) {
                 return decision;
             }
         }

@@ -76,7 +76,7 @@ proptest! {
 
     /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and:
     ///
-    /// 1. Safety: replaying only the admitted requests into the model, each at the latest time
+    /// 1. Safety: replaying only the admitted (weighted) requests into the model, each at the latest time
     ///    admitted so far (the running maximum), the model admits every one of them. So the
     ///    admitted requests never exceed the sliding-window rule on a monotone timeline, and no
     ///    window of that timeline holds more than the limit.
@@ -162,7 +162,8 @@ fn run_with_backward_steps(
             prop_assert_eq!(got.allowed, shadow.admit(effective, cost), "{}", context);
             prop_assert_eq!(got.remaining, shadow.remaining(effective), "{}", context);
         }
-        if got.allowed {
+        // A weightless request counts nothing and stores nothing: it does not move the window.
+        if got.allowed && cost > 0 {
             let latest = latest_admitted.map_or(now, |latest| latest.max(now));
             latest_admitted = Some(latest);
             prop_assert!(replay.admit(latest, cost), "replay refuses {}", context);

@@ -107,7 +107,8 @@ impl Algorithm for FixedWindow {
         stored.count(self) == 0 || stored.index(self) < self.layout.index_of(now.as_nanos())
     }
 
-    #[inline]
+    // Always inlined: returning the transition through memory costs more than computing it.
+    #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let now = now.as_nanos();
         let stored = FixedWindowState(state);

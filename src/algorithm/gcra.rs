@@ -85,7 +85,8 @@ impl Gcra {
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes
     /// `start - now` larger, so it can only admit less (see `docs/design.md`).
-    #[inline]
+    // Always inlined: returning the transition through memory costs more than computing it.
+    #[inline(always)]
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64, shaper: bool) -> Transition {
         let start = tat.max(now);
         let backlog = start - now;
@@ -105,7 +106,9 @@ impl Gcra {
         if need == 0 {
             // A weightless request takes no slot: always allowed, and nothing to store, even if
             // the clock stepped back past the bucket's tolerance.
-            return Transition::refuse(tat, Decision::allowed(refused_remaining(), backlog, 0));
+            // The shaper still has it wait its turn behind the queue, as any request.
+            let delay = if shaper { backlog } else { 0 };
+            return Transition::refuse(tat, Decision::allowed(refused_remaining(), backlog, delay));
         }
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {

@@ -65,7 +65,8 @@ impl Algorithm for LeakyBucket {
         self.gcra.capacity()
     }
 
-    #[inline]
+    // Always inlined: returning the transition through memory costs more than computing it.
+    #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         self.gcra.decide(state, now.as_nanos(), cost, true)
     }

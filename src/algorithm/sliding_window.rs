@@ -184,7 +184,8 @@ impl Algorithm for SlidingWindow {
         }
     }
 
-    #[inline]
+    // Always inlined: returning the transition through memory costs more than computing it.
+    #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let now = now.as_nanos();
         let stored = SlidingWindowState(state);

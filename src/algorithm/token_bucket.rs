@@ -56,7 +56,8 @@ impl Algorithm for TokenBucket {
         self.gcra.capacity()
     }
 
-    #[inline]
+    // Always inlined: returning the transition through memory costs more than computing it.
+    #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         self.gcra.decide(state, now.as_nanos(), cost, false)
     }

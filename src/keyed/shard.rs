@@ -118,11 +118,13 @@ impl Shard {
     }
 
     /// The probe sequence of a key whose home is `home`.
+    #[inline]
     fn probe(&self, home: usize) -> impl Iterator<Item = usize> {
         let len = self.slots.len();
         (home..len).chain(0..home).take(MAX_PROBE.min(len))
     }
 
+    #[inline]
     fn load(&self, index: usize, order: Ordering) -> Slot {
         Slot::from_word(self.slots[index].load(order))
     }
@@ -142,7 +144,10 @@ impl Shard {
     /// The key's `Member` slot, if the key is present: the decision path's only search.
     #[inline]
     pub(crate) fn find(&self, fingerprint: u64, home: usize) -> Option<Found> {
-        for index in self.probe(home) {
+        // The same sequence as `probe`, written out: this loop is the whole lookup of a decision.
+        let len = self.slots.len();
+        let mut index = home;
+        for _ in 0..MAX_PROBE.min(len) {
             // Relaxed: a stale read only sends the caller down the insert path, whose SeqCst
             // settle scan finds the member.
             let slot = self.load(index, Ordering::Relaxed);
@@ -151,6 +156,10 @@ impl Shard {
             }
             if slot.status() == Status::Empty {
                 return None;
+            }
+            index += 1;
+            if index == len {
+                index = 0;
             }
         }
         None

@@ -49,9 +49,12 @@ impl SlidingWindowModel {
             + Ratio::new(u128::from(previous) * (w - u128::from(elapsed)), w)
     }
 
+    /// A weightless request always passes (it asks for nothing, even when a step back in time
+    /// puts the estimate above the limit); any other passes iff the estimate plus it fits.
     fn passes(&self, t: u64, cost: u64) -> bool {
-        self.estimate(t) + Ratio::from_integer(u128::from(cost))
-            <= Ratio::from_integer(u128::from(self.limit))
+        cost == 0
+            || self.estimate(t) + Ratio::from_integer(u128::from(cost))
+                <= Ratio::from_integer(u128::from(self.limit))
     }
 
     /// Decides a request of weight `cost` at `now` and counts it if admitted; returns whether it
@@ -63,7 +66,8 @@ impl SlidingWindowModel {
             "the sliding window model cannot go back to a window before one it has counted in"
         );
         let allowed = self.passes(now, cost);
-        if allowed {
+        // A weightless request counts nothing (and marks no window as counted in).
+        if allowed && cost > 0 {
             *self.counts.entry(now / self.window).or_insert(0) += cost;
         }
         allowed
