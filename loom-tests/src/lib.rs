@@ -11,11 +11,25 @@
 //! same requests gives, replayed with the pure `Algorithm::decide` on a plain `u64`.
 //! `Model::assert_rejected` asserts that loom finds an execution breaking that invariant.
 //!
+//! The keyed table's models (`tests/keyed_*.rs`) are `KeyedModel`s: a `KeyedLimiter<u64, _, _>`
+//! for a few keys, requests for several keys made before, in and after the threads, and an
+//! invariant against a specification of the table on plain values (`src/keyed_spec.rs`: a map
+//! of at most `slots` keys, each its own limiter, idle keys forgettable), which every sequential
+//! order of the requests replayed on the shipped table must also meet. Their broken twins are
+//! the shipped table with one protocol step left out (`tollgate::Faults`). `Placement` fixes the
+//! table's hash for loom and picks keys by home slot. `README.md` says more.
+//!
 //! Everything here is compiled only under `--cfg tollgate_loom` (so these docs name items
 //! without linking them); without the cfg the crate is empty.
 
 #[cfg(tollgate_loom)]
+mod keyed;
+#[cfg(tollgate_loom)]
+mod keyed_spec;
+#[cfg(tollgate_loom)]
 mod model;
+#[cfg(tollgate_loom)]
+mod placement;
 #[cfg(tollgate_loom)]
 mod replay;
 #[cfg(tollgate_loom)]
@@ -24,7 +38,13 @@ mod subject;
 mod twins;
 
 #[cfg(tollgate_loom)]
+pub use keyed::{
+    Answer, KeyedModel, KeyedOutcome, KeyedRequest, DEFAULT_KEYED_PREEMPTION_BOUND, KEYED_VIOLATION,
+};
+#[cfg(tollgate_loom)]
 pub use model::{Model, VIOLATION};
+#[cfg(tollgate_loom)]
+pub use placement::{deterministic_hashing, Placement};
 #[cfg(tollgate_loom)]
 pub use replay::{ms, Outcome, Request};
 #[cfg(tollgate_loom)]

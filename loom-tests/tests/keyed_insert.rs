@@ -1,0 +1,108 @@
+//! loom models of concurrent inserts of one new key: the claims of one key race, and exactly one
+//! becomes its `Member` (`src/keyed/shard.rs`, "Settling").
+//!
+//! Two claims of one key exist only when the inserting threads see the chain differently. Here
+//! that comes from time: a filler key `F`, at the new key `K`'s home slot, has 1 s of debt from
+//! 0, so it is busy for a request at 0.5 s and idle for one at 1 s. The 0.5 s request passes it
+//! and claims the empty slot after it; the 1 s request claims `F`'s slot (reclaiming it). The
+//! settle must kill one claim and make the other the only member.
+//!
+//! Quota: 1 per second, burst 1 (`T` = 1 s, one request at a time).
+//!
+//! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
+//! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
+#![cfg(tollgate_loom)]
+
+use loom_tests::{ms, KeyedModel, KeyedRequest, Placement};
+use tollgate::{Faults, Outcome, Quota, TokenBucket};
+
+/// One key per table: 2 slots.
+const CAPACITY: usize = 1;
+
+/// The broken twin: a claim is promoted at once, without settling against the key's other
+/// claims.
+const PROMOTE_UNSETTLED: Faults = Faults {
+    promote_unsettled: true,
+    ..Faults::NONE
+};
+
+/// `F` and `K`, both homed at slot 0 (so `K`'s chain is `F`'s slot, then the empty slot 1).
+fn keys() -> (u64, u64) {
+    let placement = Placement::for_capacity(CAPACITY);
+    let f = placement.key_at(0, &[]);
+    (f, placement.key_at(0, &[f]))
+}
+
+/// `F` takes 1 s of debt at 0. Each thread then asks for `K` (at 0.5 s, at 1 s, and for three
+/// threads at 1 s again); afterwards `F` is asked at 0.5 s (still in debt if it was kept).
+fn model(threads: &[u64]) -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {
+    let (f, k) = keys();
+    let mut model = KeyedModel::new(TokenBucket::new(Quota::per_second(1)?)?, CAPACITY)
+        .setup(&[KeyedRequest::at(f, ms(0))])
+        .after(&[KeyedRequest::at(f, ms(500)), KeyedRequest::at(k, ms(1000))]);
+    for &millis in threads {
+        model = model.thread(&[KeyedRequest::at(k, ms(millis))]);
+    }
+    assert_invariant(&model, f, k);
+    Ok(model)
+}
+
+/// What every allowed outcome satisfies, asserted on the specification's outcomes: `K` is
+/// admitted exactly once (the first of its requests in any order: the 0.5 s one leaves its
+/// bucket busy until 1.5 s, the 1 s one until 2 s), its other requests denied, never
+/// `TableFull`; it has exactly one entry: `len()` is 2 if `F` was kept (then `F`, asked at 0.5 s,
+/// is denied: its debt runs to 1 s) and 1 if `K` reclaimed `F` (then `F` comes back fresh and is
+/// admitted); `K` asked again at 1 s is denied.
+fn assert_invariant(model: &KeyedModel<TokenBucket>, f: u64, k: u64) {
+    let allowed = model.allowed_outcomes();
+    assert!(!allowed.is_empty());
+    for outcome in &allowed {
+        assert_eq!(outcome.setup_len, 1);
+        assert_eq!(outcome.admitted(k), 1, "{outcome:#?}");
+        assert!(outcome
+            .outcomes(k)
+            .iter()
+            .all(|o| matches!(o, Outcome::Allowed | Outcome::Denied)));
+        let f_kept = outcome.len == 2;
+        assert!(f_kept || outcome.len == 1, "{outcome:#?}");
+        let f_after = if f_kept { Outcome::Denied } else { Outcome::Allowed };
+        assert_eq!(
+            outcome.after_outcomes(),
+            [f_after, Outcome::Denied],
+            "{outcome:#?}"
+        );
+        assert_eq!(outcome.after[0].0, f);
+    }
+}
+
+/// Two threads insert `K`. Invariant (see `assert_invariant`): in every execution, `K` ends with
+/// exactly one entry and exactly one of its requests is admitted, as the specification allows.
+#[test]
+fn two_inserts_of_one_key_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000])?.check();
+    Ok(())
+}
+
+/// Its broken twin promotes each claim at once: loom finds the execution where the 0.5 s thread
+/// claims the empty slot and the 1 s thread `F`'s slot, and both become `K`'s members: `K` is
+/// admitted twice.
+#[test]
+fn two_inserts_promote_unsettled_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000])?.assert_rejected(PROMOTE_UNSETTLED);
+    Ok(())
+}
+
+/// Three threads insert `K` (at 0.5 s, 1 s, 1 s): the same invariant, with a third claim or a
+/// helper settling the others' claims.
+#[test]
+fn three_inserts_of_one_key_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000, 1000])?.check();
+    Ok(())
+}
+
+/// Its broken twin, as for two threads.
+#[test]
+fn three_inserts_promote_unsettled_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000, 1000])?.assert_rejected(PROMOTE_UNSETTLED);
+    Ok(())
+}
