@@ -12,7 +12,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use shard::Shard;
+use shard::{Entry, Shard};
 
 use crate::algorithm::{Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
@@ -296,14 +296,21 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         now: Timestamp,
         cost: u64,
     ) -> Decision {
+        let decide = |state| self.algorithm.decide(state, now, cost);
         loop {
-            let Some(found) =
-                shard.find_or_insert(fingerprint, home, |state| self.algorithm.is_idle(state, now))
-            else {
-                return self.when_table_full(now, cost);
-            };
-            if let Ok(decision) = shard.update(found, |state| self.algorithm.decide(state, now, cost)) {
-                return decision;
+            match shard.find_or_insert(
+                fingerprint,
+                home,
+                |state| self.algorithm.is_idle(state, now),
+                decide,
+            ) {
+                Entry::Member(found) => {
+                    if let Ok(decision) = shard.update(found, decide) {
+                        return decision;
+                    }
+                }
+                Entry::Decided(decision) => return decision,
+                Entry::Full => return self.when_table_full(now, cost),
             }
         }
     }

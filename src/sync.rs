@@ -16,3 +16,13 @@ pub(crate) use loom_u128::AtomicU128;
 pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Lets other threads run while this one waits for them: a scheduling point under loom (which
+/// must see it to explore the others' progress), a CPU hint otherwise.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(tollgate_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(tollgate_loom))]
+    std::hint::spin_loop();
+}

@@ -1,9 +1,12 @@
-//! loom models the shipped keyed table fails today, kept (ignored, so that the default run
-//! passes) to show the failures and to pass once `src/keyed/shard.rs` is fixed. Run them with
-//! `-- --ignored`. Each states the property it checks and why the table breaks it.
+//! loom models of two problems loom found in an earlier version of the keyed table, kept as
+//! regression models: they failed then and pass now. Each states the property it checks and
+//! what the earlier table did.
 //!
-//! Both come from what a new key's scan (`Shard::find_or_insert`) makes of slots another key is
-//! inserting into:
+//! Both came from what a new key's scan (`Shard::find_or_insert`) made of slots another key was
+//! inserting into. The fixes: a scan that finds no room while another key's claim is in flight
+//! waits for it (a bounded number of rescans) before calling the table full; and whoever promotes
+//! a claim applies its own request in the promoting CAS, so a member is never fresh (idle) before
+//! its first charge.
 //!
 //! - **A new key is refused room although a slot is free or idle.** The scan passes over another
 //!   key's `Inserting` claim as over a busy member (`Status::Member | Status::Inserting => {}`),
@@ -76,7 +79,6 @@ fn refused_beside_an_idle_claim(
 /// or idle. Fails today: loom finds `c` refused with `TableFull` (see
 /// `refused_beside_an_idle_claim`).
 #[test]
-#[ignore = "fails: find_or_insert counts another key's Inserting claim as busy (see the file's docs)"]
 fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
     refused_beside_an_idle_claim(WhenFull::Refuse)?.check();
     Ok(())
@@ -85,7 +87,6 @@ fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std
 /// Property (admitting when full): a new key is admitted untracked only when no slot it could
 /// use is free or idle. Fails today: loom finds `c` admitted untracked, so uncounted.
 #[test]
-#[ignore = "fails: find_or_insert counts another key's Inserting claim as busy (see the file's docs)"]
 fn a_new_key_is_untracked_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
     refused_beside_an_idle_claim(WhenFull::Admit)?.check();
     Ok(())
@@ -126,7 +127,6 @@ fn refused_beside_a_losing_claim() -> Result<KeyedModel<TokenBucket>, Box<dyn st
 /// table full. Fails today: loom finds `B` refused with `TableFull` (see
 /// `refused_beside_a_losing_claim`), in about 10 s.
 #[test]
-#[ignore = "fails: find_or_insert counts another key's Inserting claim as busy (see the file's docs)"]
 fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Error>> {
     refused_beside_a_losing_claim()?.check();
     Ok(())
@@ -137,7 +137,6 @@ fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Er
 /// today: loom stops with "Model exceeded maximum number of branches" on an execution where
 /// `A` and `B` take slot 0 from each other's fresh member over and over.
 #[test]
-#[ignore = "fails: two inserters can reclaim each other's fresh member forever (see the file's docs)"]
 fn every_execution_of_an_insert_racing_a_reclaim_ends() -> Result<(), Box<dyn std::error::Error>> {
     let placement = Placement::for_capacity(CAPACITY);
     let a = placement.key_at(0, &[]);

@@ -26,7 +26,7 @@ use crossbeam_utils::CachePadded;
 use super::faults::Faults;
 use super::slot::{Slot, Status};
 use crate::algorithm::{Transition, FRESH_STATE};
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{spin_hint, AtomicU128, AtomicU64, Ordering};
 use crate::Decision;
 
 /// The longest probe sequence: a key is stored within this many slots of its home.
@@ -57,6 +57,22 @@ pub(crate) struct Found {
     pub(crate) index: usize,
     pub(crate) slot: Slot,
 }
+
+/// What `find_or_insert` found or did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The key's member, which the caller decides on.
+    Member(Found),
+    /// This thread promoted the key's new member with its request applied: the answer.
+    Decided(Decision),
+    /// No slot within the probe limit is free or idle, and no claim is in flight to wait for.
+    Full,
+}
+
+/// How many times a new key rescans while other keys' claims block every slot it could use,
+/// before it is told the table is full. Under loom each wait is a scheduling point that
+/// multiplies the executions to explore, and two waits already let a blocking claim finish.
+const MAX_WAITS_FOR_CLAIMS: u32 = if cfg!(tollgate_loom) { 2 } else { 64 };
 
 /// The slot was given to another key while a decision was being made for this one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +128,8 @@ impl Shard {
             match slot.status() {
                 Status::Empty | Status::Dead => true,
                 Status::Member => is_idle(slot.state),
-                Status::Inserting => false,
+                // A claim in flight may die or turn idle: `check` would wait for it.
+                Status::Inserting => true,
             }
         })
     }
@@ -165,17 +182,23 @@ impl Shard {
         None
     }
 
-    /// The key's `Member` slot, inserting the key if it is absent; `None` when no slot within
-    /// the probe limit is free or idle (the table is full for this key).
+    /// The key's `Member` slot, inserting the key if it is absent.
+    ///
+    /// A thread that promotes a claim applies its own request in the same CAS (`decide` on the
+    /// fresh state), so a new member is never left fresh, and so reclaimable, before its first
+    /// charge: otherwise two inserters could take one slot from each other forever.
     pub(crate) fn find_or_insert(
         &self,
         fingerprint: u64,
         home: usize,
         is_idle: impl Fn(u64) -> bool,
-    ) -> Option<Found> {
+        mut decide: impl FnMut(u64) -> Transition,
+    ) -> Entry {
+        let mut waited = 0;
         loop {
             let mut target = None;
             let mut pending = false;
+            let mut others_claiming = false;
             for index in self.probe(home) {
                 // Relaxed: the claim below is a SeqCst CAS that checks what was read here.
                 let slot = self.load(index, Ordering::Relaxed);
@@ -185,28 +208,35 @@ impl Shard {
                         break;
                     }
                     Status::Member if slot.fingerprint() == fingerprint => {
-                        return Some(Found { index, slot })
+                        return Entry::Member(Found { index, slot })
                     }
                     Status::Inserting if slot.fingerprint() == fingerprint => pending = true,
                     Status::Member if self.faults().reclaim_busy || is_idle(slot.state) => {
                         target = target.or(Some((index, slot)))
                     }
                     Status::Dead => target = target.or(Some((index, slot))),
-                    Status::Member | Status::Inserting => {}
+                    Status::Inserting => others_claiming = true,
+                    Status::Member => {}
                 }
             }
             if pending {
                 // Another thread is inserting this key: help it settle rather than race it.
-                if let Some(found) = self.settle(fingerprint, home, None) {
-                    return Some(found);
+                if let Some(entry) = self.settle(fingerprint, home, None, &mut decide) {
+                    return entry;
                 }
                 continue;
             }
-            let (index, old) = target?;
-            // Relaxed: the nonce only needs to be unique, which fetch_add guarantees.
-            let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
-            let claim = Slot::new(Status::Inserting, fingerprint, nonce);
-            // SeqCst: claims, settle scans and promotions must fall in one total order.
+            let Some((index, old)) = target else {
+                // Another key's claim may be about to die (and free its slot) or to become a
+                // member that is idle at this request's time: wait for it, a bounded number of
+                // times, before calling the table full.
+                if others_claiming && waited < MAX_WAITS_FOR_CLAIMS {
+                    waited += 1;
+                    spin_hint();
+                    continue;
+                }
+                return Entry::Full;
+            };
             // Forgetting an idle key: count it out before the CAS that forgets it, so that a
             // reader never sees more members than slots (back in if the CAS fails).
             let forgets = old.status() == Status::Member;
@@ -214,6 +244,10 @@ impl Shard {
                 // Relaxed: a statistic.
                 self.meta.live.fetch_sub(1, Ordering::Relaxed);
             }
+            // Relaxed: the nonce only needs to be unique, which fetch_add guarantees.
+            let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
+            let claim = Slot::new(Status::Inserting, fingerprint, nonce);
+            // SeqCst: claims, settle scans and promotions must fall in one total order.
             if self.faults().claim_by_store {
                 self.slots[index].store(claim.word(), Ordering::SeqCst);
             } else if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
@@ -223,17 +257,15 @@ impl Shard {
                 }
                 continue;
             }
+            let ours = Found { index, slot: claim };
             if self.faults().promote_unsettled {
-                let member = Slot::new(Status::Member, fingerprint, FRESH_STATE);
-                if self.cas(index, claim, member, Ordering::SeqCst).is_ok() {
-                    self.meta.live.fetch_add(1, Ordering::Relaxed);
-                    return Some(Found { index, slot: member });
+                if let Some(entry) = self.promote(ours, fingerprint, &mut decide) {
+                    return entry;
                 }
             }
             // This thread saw its claim when it made it, so its first scan may promote it.
-            let ours = Found { index, slot: claim };
-            if let Some(found) = self.settle(fingerprint, home, Some(ours)) {
-                return Some(found);
+            if let Some(entry) = self.settle(fingerprint, home, Some(ours), &mut decide) {
+                return entry;
             }
         }
     }
@@ -243,8 +275,14 @@ impl Shard {
     /// the member, if one was made, has since been reclaimed).
     ///
     /// `seen` is a claim the caller observed before calling (its own): only a scan that began
-    /// after a claim was observed may promote it.
-    fn settle(&self, fingerprint: u64, home: usize, mut seen: Option<Found>) -> Option<Found> {
+    /// after a claim was observed may promote it. Whoever promotes applies its own request.
+    fn settle(
+        &self,
+        fingerprint: u64,
+        home: usize,
+        mut seen: Option<Found>,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Option<Entry> {
         loop {
             let mut member = None;
             let mut earliest: Option<Found> = None;
@@ -272,30 +310,37 @@ impl Shard {
                     kills_held &= self.kill(claim.index, claim.slot);
                 }
                 if kills_held {
-                    return Some(member);
+                    return Some(Entry::Member(member));
                 }
                 continue;
             }
             let claim = earliest?;
             if kills_held && seen == Some(claim) {
-                let promoted = Slot::new(Status::Member, fingerprint, FRESH_STATE);
-                // SeqCst: see `find_or_insert`.
-                if self
-                    .cas(claim.index, claim.slot, promoted, Ordering::SeqCst)
-                    .is_ok()
-                {
-                    // Relaxed: a statistic.
-                    self.meta.live.fetch_add(1, Ordering::Relaxed);
-                    return Some(Found {
-                        index: claim.index,
-                        slot: promoted,
-                    });
+                if let Some(entry) = self.promote(claim, fingerprint, decide) {
+                    return Some(entry);
                 }
                 seen = None;
                 continue;
             }
             seen = Some(claim);
         }
+    }
+
+    /// Promotes a settled claim to `Member`, with the promoting thread's request already applied
+    /// to the fresh state; `None` if the claim changed first.
+    fn promote(
+        &self,
+        claim: Found,
+        fingerprint: u64,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Option<Entry> {
+        let Transition { state, decision } = decide(FRESH_STATE);
+        let member = Slot::new(Status::Member, fingerprint, state);
+        // SeqCst: see `find_or_insert`.
+        self.cas(claim.index, claim.slot, member, Ordering::SeqCst).ok()?;
+        // Relaxed: a statistic.
+        self.meta.live.fetch_add(1, Ordering::Relaxed);
+        Some(Entry::Decided(decision))
     }
 
     /// Turns a losing claim into a free `Dead` slot; `false` if the claim changed first (it was
