@@ -147,6 +147,7 @@ impl Shard {
     }
 
     fn cas(&self, index: usize, current: Slot, new: Slot, order: Ordering) -> Result<(), Slot> {
+        // A failed SeqCst CAS is a read in the same total order as the scans; otherwise Relaxed.
         let failure = if matches!(order, Ordering::SeqCst) {
             Ordering::SeqCst
         } else {
