@@ -143,11 +143,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
 
     #[inline]
     fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
-        let capacity = self.algorithm.capacity();
-        if cost > capacity {
-            return Err(CostTooLarge { cost, capacity });
-        }
-        Ok(())
+        CostTooLarge::check(cost, self.algorithm.capacity())
     }
 }
 

@@ -80,6 +80,17 @@ pub struct CostTooLarge {
     pub capacity: u64,
 }
 
+impl CostTooLarge {
+    /// `Ok` when a request of weight `cost` can pass a limiter of `capacity`.
+    #[inline]
+    pub(crate) fn check(cost: u64, capacity: u64) -> Result<(), CostTooLarge> {
+        if cost > capacity {
+            return Err(CostTooLarge { cost, capacity });
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for CostTooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

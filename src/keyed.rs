@@ -255,11 +255,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     #[inline]
     fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
-        let capacity = self.algorithm.capacity();
-        if cost > capacity {
-            return Err(CostTooLarge { cost, capacity });
-        }
-        Ok(())
+        CostTooLarge::check(cost, self.algorithm.capacity())
     }
 
     /// The key's shard, home slot and fingerprint.
