@@ -15,7 +15,9 @@
 //!   is killed (`Dead`) and the member is used. Otherwise the earliest claim in probe order wins:
 //!   the later ones are killed, and the earliest is promoted to `Member`, but only by a scan that
 //!   began after that claim was first seen and whose kills all succeeded. Anyone may settle
-//!   (inserters help each other), so no thread ever waits for another: the table is lock-free.
+//!   (inserters help each other), so no thread ever waits for another, and whoever promotes
+//!   applies its own request in the promoting CAS, so every promotion completes a request: the
+//!   table is lock-free.
 //!
 //! Why at most one `Member` per key: `docs/design.md`, "The keyed table". The insert path uses
 //! `SeqCst` (the argument needs one total order of claims, scans and promotions); the decision
@@ -146,15 +148,12 @@ impl Shard {
         Slot::from_word(self.slots[index].load(order))
     }
 
-    fn cas(&self, index: usize, current: Slot, new: Slot, order: Ordering) -> Result<(), Slot> {
-        // A failed SeqCst CAS is a read in the same total order as the scans; otherwise Relaxed.
-        let failure = if matches!(order, Ordering::SeqCst) {
-            Ordering::SeqCst
-        } else {
-            Ordering::Relaxed
-        };
+    /// The insert path's CAS on a slot. SeqCst on success and failure: claims, kills and
+    /// promotions, and the failed attempts that read a slot, fall in one total order with the
+    /// settle scans (`docs/design.md`, "At most one member per key").
+    fn cas(&self, index: usize, current: Slot, new: Slot) -> Result<(), Slot> {
         self.slots[index]
-            .compare_exchange(current.word(), new.word(), order, failure)
+            .compare_exchange(current.word(), new.word(), Ordering::SeqCst, Ordering::SeqCst)
             .map(drop)
             .map_err(Slot::from_word)
     }
@@ -251,7 +250,7 @@ impl Shard {
             // SeqCst: claims, settle scans and promotions must fall in one total order.
             if self.faults().claim_by_store {
                 self.slots[index].store(claim.word(), Ordering::SeqCst);
-            } else if self.cas(index, old, claim, Ordering::SeqCst).is_err() {
+            } else if self.cas(index, old, claim).is_err() {
                 if forgets {
                     // Relaxed: a statistic.
                     self.meta.live.fetch_add(1, Ordering::Relaxed);
@@ -338,7 +337,7 @@ impl Shard {
         let Transition { state, decision } = decide(FRESH_STATE);
         let member = Slot::new(Status::Member, fingerprint, state);
         // SeqCst: see `find_or_insert`.
-        self.cas(claim.index, claim.slot, member, Ordering::SeqCst).ok()?;
+        self.cas(claim.index, claim.slot, member).ok()?;
         // Relaxed: a statistic.
         self.meta.live.fetch_add(1, Ordering::Relaxed);
         Some(Entry::Decided(decision))
@@ -349,7 +348,7 @@ impl Shard {
     fn kill(&self, index: usize, claim: Slot) -> bool {
         let dead = Slot::new(Status::Dead, claim.fingerprint(), FRESH_STATE);
         // SeqCst: see `find_or_insert`.
-        match self.cas(index, claim, dead, Ordering::SeqCst) {
+        match self.cas(index, claim, dead) {
             Ok(()) => true,
             Err(now) => now.status() == Status::Dead,
         }
