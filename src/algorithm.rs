@@ -44,6 +44,18 @@ pub trait Algorithm: Send + Sync {
     /// same as for [`FRESH_STATE`]. A keyed table may then forget the key; a key whose state
     /// still carries debt is never forgotten, so no client comes back with more than it had.
     fn is_idle(&self, state: u64, now: Timestamp) -> bool;
+
+    /// Gives back `cost` units admitted earlier and never used (a shaped request abandoned
+    /// before its slot), returning the state to store. Returning `state` unchanged means nothing
+    /// is given back, which is what the default does.
+    ///
+    /// It must never give back more than is outstanding: the result is never better than a
+    /// fresh state, and an implementation that cannot tell which units are outstanding (the
+    /// windows: a count does not say when its units were admitted) keeps the default.
+    fn refund(&self, state: u64, now: Timestamp, cost: u64) -> u64 {
+        let _ = (now, cost);
+        state
+    }
 }
 
 /// The result of [`Algorithm::decide`]: the state to store and the answer to give.

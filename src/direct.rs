@@ -4,7 +4,7 @@ use std::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use crate::algorithm::{Algorithm, FRESH_STATE};
+use crate::algorithm::{Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
 use crate::sync::AtomicU64;
@@ -121,6 +121,29 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         Ok(self.algorithm.decide(cell::load(&self.state), now, cost).decision)
     }
 
+    /// Gives back `cost` units admitted earlier and never used, for example by a shaped request
+    /// whose client left before its slot: the next request may take its place. Returns whether
+    /// anything was given back.
+    ///
+    /// Only the buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket))
+    /// can give units back; the windows cannot tell when their units were admitted, so they keep
+    /// their count and return `false`. Never gives back more than is outstanding: a full bucket
+    /// stays full.
+    #[inline]
+    pub fn refund_n(&self, cost: u64) -> bool {
+        self.refund_n_at(cost, self.clock.now())
+    }
+
+    /// [`refund_n`](Self::refund_n) at a time the caller supplies.
+    #[inline]
+    pub fn refund_n_at(&self, cost: u64, now: Timestamp) -> bool {
+        let mut gave_back = false;
+        let _ = cell::update(&self.state, |state| {
+            refund_step(&self.algorithm, state, now, cost, &mut gave_back)
+        });
+        gave_back
+    }
+
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
         self.algorithm.capacity()
@@ -145,6 +168,22 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
         CostTooLarge::check(cost, self.algorithm.capacity())
     }
+}
+
+/// One run of a refund inside a CAS loop (direct or keyed): the state to store, and whether it
+/// gives anything back. The loop may run it several times; the last run is the one stored.
+#[inline]
+pub(crate) fn refund_step<A: Algorithm>(
+    algorithm: &A,
+    state: u64,
+    now: Timestamp,
+    cost: u64,
+    gave_back: &mut bool,
+) -> Transition {
+    let after = algorithm.refund(state, now, cost);
+    *gave_back = after != state;
+    // The decision is not used by a refund; `table_full` is the cheapest one to build.
+    Transition::refuse(after, Decision::table_full())
 }
 
 impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {

@@ -16,6 +16,7 @@ use shard::{Entry, Shard};
 
 use crate::algorithm::{Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
+use crate::direct::refund_step;
 use crate::error::{CapacityError, CostTooLarge};
 use crate::{Decision, Timestamp};
 
@@ -212,6 +213,30 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
         Ok(self.peek_decision(key, now, cost))
+    }
+
+    /// Gives back `cost` units admitted earlier for `key` and never used (a shaped request whose
+    /// client left before its slot). Returns whether anything was given back; an absent key has
+    /// nothing to give back. See [`DirectLimiter::refund_n`](crate::DirectLimiter::refund_n) for
+    /// which algorithms can.
+    #[inline]
+    pub fn refund_n(&self, key: &K, cost: u64) -> bool {
+        self.refund_n_at(key, cost, self.clock.now())
+    }
+
+    /// [`refund_n`](Self::refund_n) at a time the caller supplies.
+    pub fn refund_n_at(&self, key: &K, cost: u64, now: Timestamp) -> bool {
+        let (shard, home, fingerprint) = self.locate(key);
+        // A key moved away mid-update (reclaimed, so idle) is looked up again; once absent it
+        // has nothing outstanding.
+        while let Some(found) = shard.find(fingerprint, home) {
+            let mut gave_back = false;
+            let refund = |state| refund_step(&self.algorithm, state, now, cost, &mut gave_back);
+            if shard.update(found, refund).is_ok() {
+                return gave_back;
+            }
+        }
+        false
     }
 
     /// Keys currently held in the table (including idle ones not yet reclaimed). Exact when no

@@ -81,6 +81,20 @@ impl Gcra {
         tat <= now
     }
 
+    /// Gives back `cost` slots: the TAT moves back by `cost * T`, but never behind `now` (a TAT
+    /// at or before `now` is a full bucket, so there is nothing more to give back).
+    ///
+    /// For the shaper this shortens the queue by `cost` slots: the next request takes the freed
+    /// place, so the total admitted stays within the quota even if requests already scheduled
+    /// behind the abandoned one keep their later slots.
+    pub(crate) fn refund(&self, tat: u64, now: u64, cost: u64) -> u64 {
+        if tat <= now {
+            return tat;
+        }
+        tat.saturating_sub(cost.saturating_mul(self.interval.get()))
+            .max(now)
+    }
+
     /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes

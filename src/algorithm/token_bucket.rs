@@ -65,4 +65,8 @@ impl Algorithm for TokenBucket {
     fn is_idle(&self, state: u64, now: Timestamp) -> bool {
         Gcra::is_idle(state, now.as_nanos())
     }
+
+    fn refund(&self, state: u64, now: Timestamp, cost: u64) -> u64 {
+        self.gcra.refund(state, now.as_nanos(), cost)
+    }
 }

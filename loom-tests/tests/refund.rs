@@ -1,0 +1,122 @@
+//! loom models of a refund (`refund_n_at`) racing an admission on the same state: the refund
+//! runs in the same compare-and-swap loop as a decision (`src/cell.rs` for a direct limiter,
+//! `Shard::update` for a keyed one), so neither can erase the other.
+//!
+//! The bucket: 1 per second, burst 2, holding one admission made at 0 (TAT 1 s). At 0, thread
+//! 1 gives that unit back and thread 2 asks for one. In either order thread 2 is admitted and
+//! the bucket ends holding exactly thread 2's unit (TAT 1 s): refund first takes the TAT to 0
+//! and the admission to 1 s; admission first takes it to 2 s and the refund back to 1 s. The
+//! broken twin refunds with a plain load and store, which loom catches erasing the admission.
+//!
+//! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
+//! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
+#![cfg(tollgate_loom)]
+
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use tollgate::algorithm::Algorithm;
+use tollgate::{DirectLimiter, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
+
+const ONE_SECOND: u64 = 1_000_000_000;
+
+fn bucket() -> TokenBucket {
+    TokenBucket::new(
+        Quota::per_second(1)
+            .and_then(|q| q.with_burst(2))
+            .expect("a valid quota"),
+    )
+    .expect("a valid bucket")
+}
+
+/// Invariant: the admission always passes and the final TAT is 1 s.
+#[test]
+fn direct_refund_and_admission_never_erase_each_other() {
+    loom::model(|| {
+        let limiter = Arc::new(DirectLimiter::with_clock(bucket(), ManualClock::new()));
+        assert!(limiter.check_at(Timestamp::UNIX_EPOCH).is_allowed());
+        let refunder = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.refund_n_at(1, Timestamp::UNIX_EPOCH))
+        };
+        let admitted = limiter.check_at(Timestamp::UNIX_EPOCH).is_allowed();
+        assert!(refunder.join().expect("no panic"), "the unit was outstanding");
+        assert!(admitted);
+        assert_eq!(limiter.raw_state(), ONE_SECOND);
+    });
+}
+
+/// The same race on a key of a keyed table: the refund goes through the slot's CAS loop.
+#[test]
+fn keyed_refund_and_admission_never_erase_each_other() {
+    loom::model(|| {
+        let limiter: Arc<KeyedLimiter<u64, _, _>> =
+            Arc::new(KeyedLimiter::with_clock(bucket(), 1, ManualClock::new()).expect("a valid table"));
+        assert!(limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed());
+        let refunder = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.refund_n_at(&7, 1, Timestamp::UNIX_EPOCH))
+        };
+        let admitted = limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed();
+        assert!(refunder.join().expect("no panic"), "the unit was outstanding");
+        assert!(admitted);
+        // A request of weight 2 is refused at 0 and admitted at 1 s only if the TAT is exactly
+        // 1 s (at 0 an erased admission would admit it; at 1 s an erased refund would refuse it).
+        assert!(!limiter
+            .peek_n_at(&7, 2, Timestamp::UNIX_EPOCH)
+            .expect("fits")
+            .is_allowed());
+        assert!(limiter
+            .peek_n_at(&7, 2, Timestamp::from_nanos(ONE_SECOND))
+            .expect("fits")
+            .is_allowed());
+    });
+}
+
+/// The twin: the same algorithm and state word, refunded with a load and a separate store.
+#[test]
+fn racy_refund_twin_is_rejected() {
+    let found = std::panic::catch_unwind(|| {
+        loom::model(|| {
+            let algorithm = bucket();
+            let word = Arc::new(AtomicU64::new(ONE_SECOND));
+            let refunder = {
+                let word = Arc::clone(&word);
+                thread::spawn(move || {
+                    // Relaxed, as the shipped loop: the bug is the missing CAS, not the ordering.
+                    let state = word.load(Ordering::Relaxed);
+                    word.store(
+                        algorithm.refund(state, Timestamp::UNIX_EPOCH, 1),
+                        Ordering::Relaxed,
+                    );
+                })
+            };
+            // The admission, through a correct CAS loop.
+            let mut current = word.load(Ordering::Relaxed);
+            loop {
+                let transition = algorithm.decide(current, Timestamp::UNIX_EPOCH, 1);
+                assert!(transition.decision.is_allowed());
+                match word.compare_exchange(current, transition.state, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => break,
+                    Err(actual) => current = actual,
+                }
+            }
+            refunder.join().expect("no panic");
+            assert_eq!(
+                word.load(Ordering::Relaxed),
+                ONE_SECOND,
+                "an admission was erased"
+            );
+        });
+    });
+    let payload = found.expect_err("loom must find the lost admission");
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(
+        message.contains("an admission was erased"),
+        "failed for another reason: {message}"
+    );
+}
