@@ -39,6 +39,14 @@ pub enum QuotaError {
         /// The algorithm that was asked for.
         algorithm: &'static str,
     },
+    /// The sliding window log keeps one 8-byte timestamp per unit of its limit, preallocated;
+    /// this limit would need more than it allows per log.
+    LogTooLarge {
+        /// The limit asked for.
+        limit: u64,
+        /// The largest limit a sliding window log accepts.
+        max: u64,
+    },
 }
 
 impl fmt::Display for QuotaError {
@@ -62,6 +70,11 @@ impl fmt::Display for QuotaError {
             QuotaError::BurstNotSupported { algorithm } => write!(
                 f,
                 "the {algorithm} has no burst: its limit per window is its burst (drop `burst`, or use a token bucket)"
+            ),
+            QuotaError::LogTooLarge { limit, max } => write!(
+                f,
+                "a sliding window log of limit {limit} would preallocate 8 bytes per unit of its limit; \
+                 at most {max} (use a sliding window counter for larger limits)"
             ),
         }
     }

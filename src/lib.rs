@@ -27,6 +27,7 @@
 //! | [`LeakyBucket`] | a shaper: requests leave at exactly `count` per `period`, early ones wait ([`Decision::delay`]) |
 //! | [`FixedWindow`] | at most `limit` per aligned window (up to `2 * limit` across a boundary) |
 //! | [`SlidingWindow`] | the current window's count plus the previous one's, weighted by overlap |
+//! | [`SlidingLog`] ([`LogLimiter`], [`KeyedLogLimiter`]) | exact: at most `limit` in any window `(now - w, now]`; one timestamp per unit, a short lock instead of a CAS |
 //!
 //! Every one answers the same [`Decision`]: allowed or not, remaining, retry-after, reset-after
 //! (and the shaper's delay). Requests may weigh more than one unit ([`DirectLimiter::check_n`]);
@@ -55,6 +56,7 @@ mod divisor;
 mod error;
 mod keyed;
 mod quota;
+mod sliding_log;
 mod sync;
 mod time;
 
@@ -69,6 +71,9 @@ pub use error::{CapacityError, CostTooLarge, QuotaError};
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
 pub use quota::{ParseQuotaError, Quota};
+#[cfg(tollgate_loom)]
+pub use sliding_log::LogFaults;
+pub use sliding_log::{KeyedLogLimiter, LogLimiter, SlidingLog};
 pub use time::Timestamp;
 
 /// The README's examples, run as doctests so they cannot rot.

@@ -1,8 +1,9 @@
-//! The one place tollgate takes its atomics from.
+//! The one place tollgate takes its atomics (and the sliding log's mutex) from.
 //!
-//! Under `--cfg tollgate_loom` the atomics are loom's, so that the `loom-tests` crate model-checks
-//! the very compare-and-swap loops that ship. A crate-specific cfg (rather than a bare `loom`) keeps
-//! the switch from leaking into dependencies that also look at `cfg(loom)`.
+//! Under `--cfg tollgate_loom` the atomics and the mutex are loom's, so that the `loom-tests`
+//! crate model-checks the very compare-and-swap loops (and sliding-log critical sections) that
+//! ship. A crate-specific cfg (rather than a bare `loom`) keeps the switch from leaking into
+//! dependencies that also look at `cfg(loom)`.
 
 #[cfg(tollgate_loom)]
 mod loom_u128;
@@ -10,12 +11,28 @@ mod loom_u128;
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(tollgate_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(tollgate_loom)]
 pub(crate) use loom_u128::AtomicU128;
 
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(tollgate_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+/// Locks `mutex` for the sliding log, the one algorithm that keeps more than a word of state.
+///
+/// A poisoned lock is taken as it is. Nothing tollgate runs while holding one of these locks can
+/// panic (integer arithmetic without overflow, in-bounds writes after the decision), so poison is
+/// not expected; were it to happen, the log would still be ordered and bounded (entries are
+/// written one by one, each at or after the newest), so the decision path goes on rather than
+/// panicking.
+#[inline]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Lets other threads run while this one waits for them: a scheduling point under loom (which
 /// must see it to explore the others' progress), a CPU hint otherwise.

@@ -17,7 +17,10 @@
 //! of at most `slots` keys, each its own limiter, idle keys forgettable), which every sequential
 //! order of the requests replayed on the shipped table must also meet. Their broken twins are
 //! the shipped table with one protocol step left out (`tollgate::Faults`). `Placement` fixes the
-//! table's hash for loom and picks keys by home slot. `README.md` says more.
+//! table's hash for loom and picks keys by home slot. The sliding log's models
+//! (`tests/sliding_log*.rs`) are `LogModel`s, whose invariant compares each execution with every
+//! sequential order replayed on the shipped log; their twins leave out a step of the log's
+//! locking (`tollgate::LogFaults`). `README.md` says more.
 //!
 //! Everything here is compiled only under `--cfg tollgate_loom` (so these docs name items
 //! without linking them); without the cfg the crate is empty.
@@ -33,6 +36,8 @@ mod placement;
 #[cfg(tollgate_loom)]
 mod replay;
 #[cfg(tollgate_loom)]
+mod sliding_log;
+#[cfg(tollgate_loom)]
 mod subject;
 #[cfg(tollgate_loom)]
 mod twins;
@@ -47,6 +52,8 @@ pub use model::{Model, VIOLATION};
 pub use placement::{deterministic_hashing, Placement};
 #[cfg(tollgate_loom)]
 pub use replay::{ms, Outcome, Request};
+#[cfg(tollgate_loom)]
+pub use sliding_log::{LogModel, LogOutcome, LogRequest, LOG_VIOLATION};
 #[cfg(tollgate_loom)]
 pub use subject::{Shipped, Subject};
 #[cfg(tollgate_loom)]

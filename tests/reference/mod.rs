@@ -14,6 +14,7 @@
 
 pub(crate) mod fixed_window;
 pub(crate) mod shaper;
+pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 pub(crate) mod trace;

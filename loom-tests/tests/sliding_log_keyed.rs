@@ -1,0 +1,228 @@
+//! loom models of the keyed sliding log ([`KeyedLogLimiter`](tollgate::KeyedLogLimiter)): every
+//! race on a slot, with 2 and 3 threads, each model with broken twins loom must reject.
+//!
+//! The table is built for 1 key: 2 slots, one shard. Invariant (see `loom_tests::LogModel`): in
+//! every execution, the threads' decisions, the answers of requests made once they are joined
+//! (which read back each key's log) and `len()` are those of some sequential order of the same
+//! requests on the shipped table: no key inserted twice, no key charged for another's request,
+//! no log with a unit in the window reused, no record lost. Every slot of a new key's chain holds
+//! a key or is the key's first free slot, so where the keys' homes are does not matter.
+//!
+//! Twins (`tollgate::LogFaults`), each the shipped table with one step of its locking left out:
+//! `insert_unlocked` (new keys inserted without the shard's insert lock), `reclaim_busy` (a log
+//! with a unit in the window reused), `skip_key_recheck` (a decision that found its key's slot
+//! does not check, under the slot's lock, that the slot is still its key's), and
+//! `unlock_before_record` (the slot's lock released between deciding and recording).
+//!
+//! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
+//! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
+#![cfg(tollgate_loom)]
+
+use loom_tests::{ms, LogModel, LogRequest};
+use tollgate::{LogFaults, Outcome, Quota, SlidingLog};
+
+/// One key per table: 2 slots.
+const CAPACITY: usize = 1;
+
+const F: u64 = 1;
+const A: u64 = 2;
+const B: u64 = 3;
+const C: u64 = 4;
+const K: u64 = 5;
+
+type Result = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn per_second(limit: u64) -> std::result::Result<SlidingLog, Box<dyn std::error::Error>> {
+    Ok(SlidingLog::new(Quota::per_second(limit)?)?)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads inserting one new key
+// ---------------------------------------------------------------------------------------------
+
+/// `threads` threads ask for the new key `K` (limit 1 per second) at 0.5 s: exactly one is
+/// admitted, the others refused by its unit, one entry; afterwards `K` is still refused.
+fn same_new_key(threads: usize) -> std::result::Result<LogModel, Box<dyn std::error::Error>> {
+    let mut model = LogModel::keyed(per_second(1)?, CAPACITY).after(&[LogRequest::at(K, ms(600))]);
+    for _ in 0..threads {
+        model = model.thread(&[LogRequest::at(K, ms(500))]);
+    }
+    for outcome in model.sequential_outcomes() {
+        assert_eq!((outcome.admitted(), outcome.len), (1, 1), "{outcome:#?}");
+        assert_eq!(outcome.after[0].outcome(), Outcome::Denied);
+    }
+    Ok(model)
+}
+
+#[test]
+fn two_threads_insert_one_key_once() -> Result {
+    same_new_key(2)?.check();
+    Ok(())
+}
+
+/// Without the insert lock both threads claim the empty slot: `K` admitted twice.
+#[test]
+fn two_threads_insert_unlocked_twin_is_rejected() -> Result {
+    same_new_key(2)?.assert_rejected(LogFaults::NONE.insert_unlocked());
+    Ok(())
+}
+
+#[test]
+fn three_threads_insert_one_key_once() -> Result {
+    same_new_key(3)?.check();
+    Ok(())
+}
+
+#[test]
+fn three_threads_insert_unlocked_twin_is_rejected() -> Result {
+    same_new_key(3)?.assert_rejected(LogFaults::NONE.insert_unlocked());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A new key reusing an idle log while its key is charged
+// ---------------------------------------------------------------------------------------------
+
+/// Limit 1 per second. `A` admitted at 0 s, the filler `F` at 0.9 s: both slots held. At 1.2 s
+/// `A` is idle (its unit left at 1 s), `F` is not. Thread 1 charges `A` while new keys `B` (and
+/// `C`) ask for a slot, which only `A`'s can give, and only while `A` is idle: exactly one of
+/// them is admitted, the others get `TableFull`; the admitted one is then refused (its own unit),
+/// and `F` keeps its unit.
+fn reuse_idle(threads: &[u64]) -> std::result::Result<LogModel, Box<dyn std::error::Error>> {
+    let mut model = LogModel::keyed(per_second(1)?, CAPACITY)
+        .setup(&[LogRequest::at(A, ms(0)), LogRequest::at(F, ms(900))])
+        .after(&[
+            LogRequest::at(F, ms(1300)),
+            LogRequest::at(A, ms(1300)),
+            LogRequest::at(B, ms(1300)),
+        ]);
+    for &key in threads {
+        model = model.thread(&[LogRequest::at(key, ms(1200))]);
+    }
+    let outcomes = model.sequential_outcomes();
+    assert_eq!(outcomes.len(), threads.len(), "one outcome per key that wins");
+    for outcome in outcomes {
+        assert_eq!((outcome.admitted(), outcome.len), (1, 2), "{outcome:#?}");
+        let refused = outcome
+            .decisions
+            .iter()
+            .flatten()
+            .filter(|d| d.outcome() == Outcome::TableFull);
+        assert_eq!(refused.count(), threads.len() - 1, "{outcome:#?}");
+        assert_eq!(outcome.after[0].outcome(), Outcome::Denied, "F lost its unit");
+    }
+    Ok(model)
+}
+
+#[test]
+fn two_threads_reuse_only_an_idle_log() -> Result {
+    reuse_idle(&[A, B])?.check();
+    Ok(())
+}
+
+/// Reusing `A`'s log after thread 1 charged it: `A` and `B` both admitted, `A`'s unit lost.
+#[test]
+fn two_threads_reclaim_busy_twin_is_rejected() -> Result {
+    reuse_idle(&[A, B])?.assert_rejected(LogFaults::NONE.reclaim_busy());
+    Ok(())
+}
+
+/// `A`'s request decided on the log `B` just took: `A` refused by `B`'s unit (or charged to it).
+#[test]
+fn two_threads_skip_key_recheck_twin_is_rejected() -> Result {
+    reuse_idle(&[A, B])?.assert_rejected(LogFaults::NONE.skip_key_recheck());
+    Ok(())
+}
+
+#[test]
+fn three_threads_reuse_only_an_idle_log() -> Result {
+    reuse_idle(&[A, B, C])?.check();
+    Ok(())
+}
+
+#[test]
+fn three_threads_reclaim_busy_twin_is_rejected() -> Result {
+    reuse_idle(&[A, B, C])?.assert_rejected(LogFaults::NONE.reclaim_busy());
+    Ok(())
+}
+
+#[test]
+fn three_threads_skip_key_recheck_twin_is_rejected() -> Result {
+    reuse_idle(&[A, B, C])?.assert_rejected(LogFaults::NONE.skip_key_recheck());
+    Ok(())
+}
+
+/// As above, but `A`'s unit is at 0.5 s, still in the window at 1.2 s: `A` is refused and `B`
+/// gets `TableFull` in every order; afterwards `A` is still refused (it kept its log).
+fn keep_busy() -> std::result::Result<LogModel, Box<dyn std::error::Error>> {
+    let model = LogModel::keyed(per_second(1)?, CAPACITY)
+        .setup(&[LogRequest::at(A, ms(500)), LogRequest::at(F, ms(900))])
+        .thread(&[LogRequest::at(A, ms(1200))])
+        .thread(&[LogRequest::at(B, ms(1200))])
+        .after(&[LogRequest::at(A, ms(1300))]);
+    for outcome in model.sequential_outcomes() {
+        let outcomes: Vec<_> = outcome.decisions.iter().flatten().map(|d| d.outcome()).collect();
+        assert_eq!(outcomes, [Outcome::Denied, Outcome::TableFull]);
+        assert_eq!(outcome.after[0].outcome(), Outcome::Denied);
+    }
+    Ok(model)
+}
+
+#[test]
+fn a_log_in_the_window_is_never_reused() -> Result {
+    keep_busy()?.check();
+    Ok(())
+}
+
+#[test]
+fn a_log_in_the_window_reclaim_busy_twin_is_rejected() -> Result {
+    keep_busy()?.assert_rejected(LogFaults::NONE.reclaim_busy());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads charging one present key
+// ---------------------------------------------------------------------------------------------
+
+/// Limit 2 per second, `K` admitted at 0 s; `threads` threads charge it at 0.5 s, 0.6 s (and
+/// 0.7 s): exactly one more is admitted; afterwards `K` is refused until its first unit leaves.
+fn same_present_key(threads: u64) -> std::result::Result<LogModel, Box<dyn std::error::Error>> {
+    let mut model = LogModel::keyed(per_second(2)?, CAPACITY)
+        .setup(&[LogRequest::at(K, ms(0))])
+        .after(&[LogRequest::at(K, ms(900)), LogRequest::at(K, ms(1000))]);
+    for t in 0..threads {
+        model = model.thread(&[LogRequest::at(K, ms(500 + 100 * t))]);
+    }
+    for outcome in model.sequential_outcomes() {
+        assert_eq!((outcome.admitted(), outcome.len), (1, 1), "{outcome:#?}");
+        assert_eq!(outcome.after[0].outcome(), Outcome::Denied);
+        assert_eq!(outcome.after[1].outcome(), Outcome::Allowed);
+    }
+    Ok(model)
+}
+
+#[test]
+fn two_threads_charge_one_key_as_some_sequential_order() -> Result {
+    same_present_key(2)?.check();
+    Ok(())
+}
+
+/// The slot's lock released between deciding and recording: both decided on one unit, both
+/// admitted.
+#[test]
+fn two_threads_unlocked_record_twin_is_rejected() -> Result {
+    same_present_key(2)?.assert_rejected(LogFaults::NONE.unlock_before_record());
+    Ok(())
+}
+
+#[test]
+fn three_threads_charge_one_key_as_some_sequential_order() -> Result {
+    same_present_key(3)?.check();
+    Ok(())
+}
+
+#[test]
+fn three_threads_unlocked_record_twin_is_rejected() -> Result {
+    same_present_key(3)?.assert_rejected(LogFaults::NONE.unlock_before_record());
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The keyed sliding log: one log per key, in a fixed-capacity, sharded table.
+
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+use super::faults::LogFaults;
+use super::ring::Ring;
+use super::shard::{LogShard, FINGERPRINT_MASK};
+use super::SlidingLog;
+use crate::clock::{Clock, PreciseClock};
+use crate::error::{CapacityError, CostTooLarge};
+use crate::{Decision, Timestamp, WhenFull};
+
+/// Keys per slot the table is sized for, as the [`KeyedLimiter`](crate::KeyedLimiter)'s: a
+/// table for `n` keys has `ceil(n * 10 / 7)` slots.
+const LOAD_NUMERATOR: usize = 7;
+const LOAD_DENOMINATOR: usize = 10;
+/// Shards are at least this many slots (unless the whole table is smaller), at most
+/// `MAX_SHARDS` in number.
+const MIN_SHARD_SLOTS: usize = 1024;
+const MAX_SHARDS: usize = 64;
+
+/// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
+/// counterpart of a [`KeyedLimiter`](crate::KeyedLimiter), with the same methods, the same
+/// [`WhenFull`] policies and the same [`Decision`]s.
+///
+/// - Memory is bounded at construction: `ceil(capacity * 10 / 7)` slots, each with a log of
+///   8 bytes per unit of the limit, allocated the first time the slot is used and reused for
+///   every later key that takes the slot. Nothing is allocated per request.
+/// - Keys are never stored or cloned: a key is its 62-bit ahash fingerprint, under a random seed
+///   chosen per limiter (as in the `KeyedLimiter`).
+/// - A decision for a present key locks that key's log only, for one read-decide-record.
+///   New keys are inserted under a per-shard lock (up to 64 shards).
+/// - A key whose newest unit has left the window is forgotten when a new key probing its
+///   slot needs room: no scan, no background thread. A key with a unit in the window is never
+///   forgotten; when no slot in reach is free or idle, a new key gets the [`WhenFull`] policy.
+///
+/// ```
+/// use tollgate::{KeyedLogLimiter, ManualClock, Outcome, SlidingLog, Timestamp};
+///
+/// let clock = ManualClock::starting_at(Timestamp::from_secs(1));
+/// let limiter = KeyedLogLimiter::<str, _>::with_clock(SlidingLog::new("1/s".parse()?)?, 100, clock)?;
+/// assert!(limiter.check("alice").is_allowed());
+/// assert_eq!(limiter.check("alice").outcome(), Outcome::Denied);
+/// assert!(limiter.check("bob").is_allowed()); // every key has its own log
+/// assert_eq!(limiter.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
+    shards: Box<[LogShard]>,
+    shard_shift: u32,
+    hasher: ahash::RandomState,
+    log: SlidingLog,
+    clock: C,
+    when_full: WhenFull,
+    capacity: usize,
+    #[cfg(tollgate_loom)]
+    faults: LogFaults,
+    key: PhantomData<fn(&K)>,
+}
+
+impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
+    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
+    /// when full.
+    ///
+    /// # Errors
+    /// [`CapacityError`] when `capacity` is zero or the table (with a log of the limit in every
+    /// slot) would not fit in memory.
+    pub fn new(log: SlidingLog, capacity: usize) -> Result<Self, CapacityError> {
+        KeyedLogLimiter::with_clock(log, capacity, PreciseClock::new())
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
+    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    ///
+    /// # Errors
+    /// [`CapacityError`] when `capacity` is zero or the table (with a log of the limit in every
+    /// slot) would not fit in memory.
+    pub fn with_clock(log: SlidingLog, capacity: usize, clock: C) -> Result<Self, CapacityError> {
+        if capacity == 0 {
+            return Err(CapacityError::Zero);
+        }
+        let too_large = CapacityError::TooLarge { capacity };
+        // Every slot may end up with a full log: the bound must fit the address space.
+        let per_slot = log
+            .entries()
+            .checked_mul(8)
+            .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16));
+        let slots = capacity
+            .checked_mul(LOAD_DENOMINATOR)
+            .map(|n| n.div_ceil(LOAD_NUMERATOR))
+            .filter(|&slots| {
+                per_slot
+                    .and_then(|per_slot| slots.checked_mul(per_slot))
+                    .is_some_and(|bytes| bytes <= isize::MAX as usize)
+            })
+            .ok_or_else(|| too_large.clone())?;
+        let shard_count = (slots / MIN_SHARD_SLOTS).clamp(1, MAX_SHARDS);
+        let shard_count = 1 << shard_count.ilog2();
+        let per_shard = slots.div_ceil(shard_count);
+        let shards = (0..shard_count)
+            .map(|_| LogShard::new(per_shard, log.entries()).ok_or_else(|| too_large.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeyedLogLimiter {
+            shards: shards.into_boxed_slice(),
+            shard_shift: u64::BITS - shard_count.ilog2(),
+            hasher: ahash::RandomState::new(),
+            log,
+            clock,
+            when_full: WhenFull::default(),
+            capacity,
+            #[cfg(tollgate_loom)]
+            faults: LogFaults::NONE,
+            key: PhantomData,
+        })
+    }
+
+    /// The same limiter with another policy for new keys when the table is full.
+    pub fn when_full(self, policy: WhenFull) -> Self {
+        KeyedLogLimiter {
+            when_full: policy,
+            ..self
+        }
+    }
+
+    /// The same limiter with steps of its locking left out: loom's broken twins only.
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn with_faults(self, faults: LogFaults) -> Self {
+        KeyedLogLimiter { faults, ..self }
+    }
+
+    /// Decides one request of weight 1 for `key` now, and records it if admitted.
+    #[inline]
+    pub fn check(&self, key: &K) -> Decision {
+        self.check_at(key, self.clock.now())
+    }
+
+    /// Decides one request of weight `cost` for `key` now, and records it if admitted.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`] when `cost` exceeds the limit. Nothing is inserted.
+    #[inline]
+    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.check_n_at(key, cost, self.clock.now())
+    }
+
+    /// What [`check`](Self::check) would answer now, without recording or inserting anything.
+    #[inline]
+    pub fn peek(&self, key: &K) -> Decision {
+        self.peek_at(key, self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, without recording or inserting
+    /// anything.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
+        self.peek_n_at(key, cost, self.clock.now())
+    }
+
+    /// [`check`](Self::check) at a time the caller supplies.
+    #[inline]
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+        // The limit is at least 1.
+        self.decide(key, now, 1)
+    }
+
+    /// [`check_n`](Self::check_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn check_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(self.decide(key, now, cost))
+    }
+
+    /// [`peek`](Self::peek) at a time the caller supplies.
+    #[inline]
+    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.peek_decision(key, now, 1)
+    }
+
+    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        Ok(self.peek_decision(key, now, cost))
+    }
+
+    /// Keys held in the table (including idle ones not yet reused; a slot reused for another key
+    /// counts once). Exact when no insert is in flight.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.live() as usize).sum()
+    }
+
+    /// Whether the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of keys the table was built for.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Slots in the table (each with a log of the limit once used).
+    pub fn slots(&self) -> usize {
+        self.shards.iter().map(LogShard::len).sum()
+    }
+
+    /// The log's configuration.
+    pub fn algorithm(&self) -> &SlidingLog {
+        &self.log
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The policy for new keys when the table is full.
+    pub fn full_policy(&self) -> WhenFull {
+        self.when_full
+    }
+
+    #[inline(always)]
+    fn faults(&self) -> LogFaults {
+        #[cfg(tollgate_loom)]
+        return self.faults;
+        #[cfg(not(tollgate_loom))]
+        LogFaults::NONE
+    }
+
+    #[inline]
+    fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
+        CostTooLarge::check(cost, self.log.limit)
+    }
+
+    /// The key's shard, home slot and fingerprint, as `KeyedLimiter` computes them.
+    #[inline]
+    fn locate(&self, key: &K) -> (&LogShard, usize, u64) {
+        let hash = self.hasher.hash_one(key);
+        // The top bits choose the shard (a shift by 64 for one shard is avoided by checked_shr).
+        let shard = &self.shards[hash.checked_shr(self.shard_shift).unwrap_or(0) as usize];
+        // The home slot comes from the other bits, scaled to the shard's length without division.
+        let home = ((u128::from(hash.rotate_left(32)) * shard.len() as u128) >> 64) as usize;
+        (shard, home, hash & FINGERPRINT_MASK)
+    }
+
+    #[inline]
+    fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let (shard, home, fingerprint) = self.locate(key);
+        shard
+            .decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults())
+            .unwrap_or_else(|| self.when_table_full(now, cost))
+    }
+
+    fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let (shard, home, fingerprint) = self.locate(key);
+        shard
+            .peek(&self.log, fingerprint, home, now.as_nanos(), cost)
+            .unwrap_or_else(|| self.when_table_full(now, cost))
+    }
+
+    #[cold]
+    fn when_table_full(&self, now: Timestamp, cost: u64) -> Decision {
+        match self.when_full {
+            WhenFull::Refuse => Decision::table_full(),
+            WhenFull::Admit => Decision::untracked(
+                self.log
+                    .decide(&Ring::unallocated(0), now.as_nanos(), cost)
+                    .decision,
+            ),
+        }
+    }
+}
+
+impl<K: ?Sized, C: fmt::Debug> fmt::Debug for KeyedLogLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLogLimiter")
+            .field("log", &self.log)
+            .field("clock", &self.clock)
+            .field("capacity", &self.capacity)
+            .field("shards", &self.shards.len())
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,234 @@
+//! One shard of the keyed sliding log table: a fixed array of slots, each a key's tag and a
+//! log behind its own lock, found by linear probing; new keys are inserted under the shard's
+//! insert lock.
+//!
+//! # The protocol
+//! - A slot's **tag** is `0` (empty: never used; probe chains end here, and a slot never becomes
+//!   empty again) or `MEMBER | fingerprint`. It changes only while its writer holds both the
+//!   shard's insert lock and the slot's lock.
+//! - **Deciding** for a present key: probe the tags (no lock) to the key's slot, lock that slot,
+//!   check the tag is still the key's (it may have been reused for another key since it was
+//!   read), decide and record, unlock. One lock, held for one log's read-decide-write.
+//! - **Inserting** (the key was not found, or its slot was reused): take the insert lock, scan the
+//!   chain again (no tag can change meanwhile, so this scan is exact); use the key's slot if it
+//!   is there; else claim the first empty slot, or the first slot whose log is idle at `now`
+//!   (checked under that slot's lock: its newest unit has left the window), for the key. Inserts
+//!   are serialized per shard, so a key never has two slots; a log with a unit in the window is
+//!   never reused, so no debt is ever forgotten.
+//!
+//! Locks are always taken insert lock first, then one slot's lock, and a decision holds no slot
+//! lock when it takes the insert lock: no deadlock.
+
+use crossbeam_utils::CachePadded;
+
+use super::faults::LogFaults;
+use super::ring::Ring;
+use super::SlidingLog;
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::Decision;
+
+/// The longest probe sequence: a key is stored within this many slots of its home.
+const MAX_PROBE: usize = 512;
+/// The tag bit of a slot that holds a key.
+const MEMBER: u64 = 1 << 62;
+/// The fingerprint: the low 62 bits of the key's 64-bit hash.
+pub(super) const FINGERPRINT_MASK: u64 = MEMBER - 1;
+/// The tag of a slot never used.
+const EMPTY: u64 = 0;
+
+/// The tag of the slot holding the key with `fingerprint`.
+const fn member(fingerprint: u64) -> u64 {
+    MEMBER | (fingerprint & FINGERPRINT_MASK)
+}
+
+/// One key's place: its tag, readable without a lock, and its log.
+#[derive(Debug)]
+struct LogSlot {
+    tag: AtomicU64,
+    ring: Mutex<Ring>,
+}
+
+/// Written only by inserts, on its own cache line.
+#[derive(Debug)]
+struct ShardMeta {
+    /// Serializes inserts (and reuses) of keys in this shard.
+    insert: Mutex<()>,
+    /// Slots that have ever held a key.
+    live: AtomicU64,
+}
+
+/// A fixed array of slots, and the lock and counter of its inserts.
+#[derive(Debug)]
+pub(super) struct LogShard {
+    meta: CachePadded<ShardMeta>,
+    slots: Box<[LogSlot]>,
+}
+
+impl LogShard {
+    /// A shard of `len` empty slots, each for a log of `entries` units (whose memory is allocated
+    /// when the slot is first used); `None` if the slots' memory cannot be had.
+    pub(super) fn new(len: usize, entries: usize) -> Option<LogShard> {
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(len).ok()?;
+        slots.extend((0..len).map(|_| LogSlot {
+            tag: AtomicU64::new(EMPTY),
+            ring: Mutex::new(Ring::unallocated(entries)),
+        }));
+        Some(LogShard {
+            meta: CachePadded::new(ShardMeta {
+                insert: Mutex::new(()),
+                live: AtomicU64::new(0),
+            }),
+            slots: slots.into_boxed_slice(),
+        })
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slots that have ever held a key (exact once no insert is in flight).
+    pub(super) fn live(&self) -> u64 {
+        // Relaxed: a statistic; nothing is published through it.
+        self.meta.live.load(Ordering::Relaxed)
+    }
+
+    /// The probe sequence of a key whose home is `home`.
+    #[inline]
+    fn probe(&self, home: usize) -> impl Iterator<Item = usize> {
+        let len = self.slots.len();
+        (home..len).chain(0..home).take(MAX_PROBE.min(len))
+    }
+
+    #[inline]
+    fn tag(&self, index: usize) -> u64 {
+        // Relaxed: outside a lock the tag is a hint (every use rechecks it under the slot's lock
+        // or the insert lock); under either lock, the lock's acquire orders this read after
+        // every write of the tag, all of which are made holding both locks.
+        self.slots[index].tag.load(Ordering::Relaxed)
+    }
+
+    /// The slot whose tag says it holds the key, if the probe meets it before an empty slot.
+    #[inline]
+    fn find(&self, fingerprint: u64, home: usize) -> Option<usize> {
+        let wanted = member(fingerprint);
+        for index in self.probe(home) {
+            match self.tag(index) {
+                tag if tag == wanted => return Some(index),
+                EMPTY => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Decides a request of weight `cost` at `now` for the key, inserting it if absent. `None`
+    /// when the key is absent and no slot in its probe range is empty or idle (or a first-used
+    /// slot's log could not be allocated): the table is full for it.
+    pub(super) fn decide(
+        &self,
+        log: &SlidingLog,
+        fingerprint: u64,
+        home: usize,
+        now: u64,
+        cost: u64,
+        faults: LogFaults,
+    ) -> Option<Decision> {
+        if let Some(index) = self.find(fingerprint, home) {
+            let ring = lock(&self.slots[index].ring);
+            if faults.skips_key_recheck() || self.tag(index) == member(fingerprint) {
+                return Some(self.decide_locked(index, ring, log, now, cost, faults));
+            }
+            // The slot was reused for another key after the probe read its tag: insert path.
+        }
+        self.decide_inserting(log, fingerprint, home, now, cost, faults)
+    }
+
+    /// The insert path: under the insert lock, find the key exactly, or give it a slot.
+    #[cold]
+    #[inline(never)]
+    fn decide_inserting(
+        &self,
+        log: &SlidingLog,
+        fingerprint: u64,
+        home: usize,
+        now: u64,
+        cost: u64,
+        faults: LogFaults,
+    ) -> Option<Decision> {
+        let _inserting = (!faults.inserts_unlocked()).then(|| lock(&self.meta.insert));
+        // No tag changes while the insert lock is held, so this scan is exact.
+        if let Some(index) = self.find(fingerprint, home) {
+            let ring = lock(&self.slots[index].ring);
+            return Some(self.decide_locked(index, ring, log, now, cost, faults));
+        }
+        for index in self.probe(home) {
+            let tag = self.tag(index);
+            let mut ring = lock(&self.slots[index].ring);
+            if tag != EMPTY && !faults.reclaims_busy() && !log.is_idle(&ring, now) {
+                continue;
+            }
+            // The only allocation a slot ever makes, the first time it is used.
+            ring.reserve().ok()?;
+            if tag == EMPTY {
+                // Relaxed: a statistic.
+                self.meta.live.fetch_add(1, Ordering::Relaxed);
+            }
+            ring.clear();
+            // Relaxed: see `tag`; both locks are held.
+            self.slots[index]
+                .tag
+                .store(member(fingerprint), Ordering::Relaxed);
+            return Some(self.decide_locked(index, ring, log, now, cost, faults));
+        }
+        None
+    }
+
+    /// The critical section: decide and record on a slot's log whose lock the caller holds.
+    #[inline]
+    fn decide_locked<'a>(
+        &'a self,
+        index: usize,
+        mut ring: MutexGuard<'a, Ring>,
+        log: &SlidingLog,
+        now: u64,
+        cost: u64,
+        faults: LogFaults,
+    ) -> Decision {
+        let verdict = log.decide(&ring, now, cost);
+        if let Some(at) = verdict.record_at {
+            if faults.unlocks_before_record() {
+                drop(ring);
+                ring = lock(&self.slots[index].ring);
+            }
+            ring.record(at, cost);
+        }
+        verdict.decision
+    }
+
+    /// What `decide` would answer, recording and inserting nothing: the key's log's answer if
+    /// present, else a fresh log's if the key would find room, else `None` (the table is full
+    /// for it).
+    pub(super) fn peek(
+        &self,
+        log: &SlidingLog,
+        fingerprint: u64,
+        home: usize,
+        now: u64,
+        cost: u64,
+    ) -> Option<Decision> {
+        if let Some(index) = self.find(fingerprint, home) {
+            let ring = lock(&self.slots[index].ring);
+            if self.tag(index) == member(fingerprint) {
+                return Some(log.decide(&ring, now, cost).decision);
+            }
+        }
+        let fresh = || log.decide(&Ring::unallocated(0), now, cost).decision;
+        for index in self.probe(home) {
+            if self.tag(index) == EMPTY || log.is_idle(&lock(&self.slots[index].ring), now) {
+                return Some(fresh());
+            }
+        }
+        None
+    }
+}
