@@ -2,6 +2,7 @@
 //! lock-free table.
 
 mod faults;
+pub(crate) mod layout;
 mod shard;
 mod slot;
 
@@ -12,7 +13,9 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
+use layout::TableLayout;
 use shard::{Entry, Shard};
+use slot::SLOT_BYTES;
 
 use crate::algorithm::{Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
@@ -33,14 +36,6 @@ pub enum WhenFull {
     /// clients are served, unlimited, until room appears.
     Admit,
 }
-
-/// Keys per slot the table is sized for: a table for `n` keys has `n / LOAD` slots.
-const LOAD_NUMERATOR: usize = 7;
-const LOAD_DENOMINATOR: usize = 10;
-/// Shards are at least this many slots (unless the whole table is smaller) and at most
-/// `MAX_SHARDS` in number.
-const MIN_SHARD_SLOTS: usize = 1024;
-const MAX_SHARDS: usize = 64;
 
 /// A rate limiter per key, for any `K: Hash + Eq` (`u64`, `IpAddr`, `str`, `[u8]`...).
 ///
@@ -77,7 +72,7 @@ const MAX_SHARDS: usize = 64;
 /// ```
 pub struct KeyedLimiter<K: ?Sized, A, C = PreciseClock> {
     shards: Box<[Shard]>,
-    shard_shift: u32,
+    layout: TableLayout,
     hasher: ahash::RandomState,
     algorithm: A,
     clock: C,
@@ -103,28 +98,13 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// # Errors
     /// [`CapacityError`] when `capacity` is zero or the table would not fit in memory.
     pub fn with_clock(algorithm: A, capacity: usize, clock: C) -> Result<Self, CapacityError> {
-        if capacity == 0 {
-            return Err(CapacityError::Zero);
-        }
-        let too_large = CapacityError::TooLarge { capacity };
-        let slots = capacity
-            .checked_mul(LOAD_DENOMINATOR)
-            .map(|n| n.div_ceil(LOAD_NUMERATOR))
-            .filter(|&slots| {
-                slots
-                    .checked_mul(16)
-                    .is_some_and(|bytes| bytes <= isize::MAX as usize)
-            })
-            .ok_or_else(|| too_large.clone())?;
-        let shard_count = (slots / MIN_SHARD_SLOTS).clamp(1, MAX_SHARDS);
-        let shard_count = 1 << shard_count.ilog2();
-        let per_shard = slots.div_ceil(shard_count);
-        let shards = (0..shard_count)
-            .map(|_| Shard::new(per_shard).ok_or_else(|| too_large.clone()))
+        let layout = TableLayout::for_capacity(capacity, SLOT_BYTES)?;
+        let shards = (0..layout.shards())
+            .map(|_| Shard::new(layout.slots_per_shard()).ok_or(CapacityError::TooLarge { capacity }))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(KeyedLimiter {
             shards: shards.into_boxed_slice(),
-            shard_shift: u64::BITS - shard_count.ilog2(),
+            layout,
             hasher: ahash::RandomState::new(),
             algorithm,
             clock,
@@ -287,11 +267,12 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     #[inline]
     fn locate(&self, key: &K) -> (&Shard, usize, u64) {
         let hash = self.hasher.hash_one(key);
-        // The top bits choose the shard (a shift by 64 for one shard is avoided by checked_shr).
-        let shard = &self.shards[hash.checked_shr(self.shard_shift).unwrap_or(0) as usize];
-        // The home slot comes from the other bits, scaled to the shard's length without division.
-        let home = ((u128::from(hash.rotate_left(32)) * shard.len() as u128) >> 64) as usize;
-        (shard, home, hash & slot::FINGERPRINT_MASK)
+        let shard = &self.shards[self.layout.shard(hash)];
+        (
+            shard,
+            TableLayout::home(hash, shard.len()),
+            TableLayout::fingerprint(hash),
+        )
     }
 
     /// The decision path: one lookup and one CAS loop, small enough to inline; everything

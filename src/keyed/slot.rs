@@ -14,6 +14,9 @@ pub(crate) enum Status {
     Dead = 3,
 }
 
+/// A slot is one 128-bit word.
+pub(crate) const SLOT_BYTES: usize = 16;
+
 const STATUS_SHIFT: u32 = 62;
 /// The fingerprint: the low 62 bits of the key's 64-bit hash.
 pub(crate) const FINGERPRINT_MASK: u64 = (1 << STATUS_SHIFT) - 1;

@@ -6,20 +6,12 @@ use std::marker::PhantomData;
 
 use super::faults::LogFaults;
 use super::ring::Ring;
-use super::shard::{LogShard, FINGERPRINT_MASK};
+use super::shard::LogShard;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
+use crate::keyed::layout::TableLayout;
 use crate::{Decision, Timestamp, WhenFull};
-
-/// Keys per slot the table is sized for, as the [`KeyedLimiter`](crate::KeyedLimiter)'s: a
-/// table for `n` keys has `ceil(n * 10 / 7)` slots.
-const LOAD_NUMERATOR: usize = 7;
-const LOAD_DENOMINATOR: usize = 10;
-/// Shards are at least this many slots (unless the whole table is smaller), at most
-/// `MAX_SHARDS` in number.
-const MIN_SHARD_SLOTS: usize = 1024;
-const MAX_SHARDS: usize = 64;
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
 /// counterpart of a [`KeyedLimiter`](crate::KeyedLimiter), with the same methods, the same
@@ -49,7 +41,7 @@ const MAX_SHARDS: usize = 64;
 /// ```
 pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
     shards: Box<[LogShard]>,
-    shard_shift: u32,
+    layout: TableLayout,
     hasher: ahash::RandomState,
     log: SlidingLog,
     clock: C,
@@ -79,33 +71,22 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// [`CapacityError`] when `capacity` is zero or the table (with a log of the limit in every
     /// slot) would not fit in memory.
     pub fn with_clock(log: SlidingLog, capacity: usize, clock: C) -> Result<Self, CapacityError> {
-        if capacity == 0 {
-            return Err(CapacityError::Zero);
-        }
-        let too_large = CapacityError::TooLarge { capacity };
         // Every slot may end up with a full log: the bound must fit the address space.
-        let per_slot = log
+        let slot_bytes = log
             .entries()
             .checked_mul(8)
-            .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16));
-        let slots = capacity
-            .checked_mul(LOAD_DENOMINATOR)
-            .map(|n| n.div_ceil(LOAD_NUMERATOR))
-            .filter(|&slots| {
-                per_slot
-                    .and_then(|per_slot| slots.checked_mul(per_slot))
-                    .is_some_and(|bytes| bytes <= isize::MAX as usize)
+            .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16))
+            .ok_or(CapacityError::TooLarge { capacity })?;
+        let layout = TableLayout::for_capacity(capacity, slot_bytes)?;
+        let shards = (0..layout.shards())
+            .map(|_| {
+                LogShard::new(layout.slots_per_shard(), log.entries())
+                    .ok_or(CapacityError::TooLarge { capacity })
             })
-            .ok_or_else(|| too_large.clone())?;
-        let shard_count = (slots / MIN_SHARD_SLOTS).clamp(1, MAX_SHARDS);
-        let shard_count = 1 << shard_count.ilog2();
-        let per_shard = slots.div_ceil(shard_count);
-        let shards = (0..shard_count)
-            .map(|_| LogShard::new(per_shard, log.entries()).ok_or_else(|| too_large.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(KeyedLogLimiter {
             shards: shards.into_boxed_slice(),
-            shard_shift: u64::BITS - shard_count.ilog2(),
+            layout,
             hasher: ahash::RandomState::new(),
             log,
             clock,
@@ -249,11 +230,12 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     #[inline]
     fn locate(&self, key: &K) -> (&LogShard, usize, u64) {
         let hash = self.hasher.hash_one(key);
-        // The top bits choose the shard (a shift by 64 for one shard is avoided by checked_shr).
-        let shard = &self.shards[hash.checked_shr(self.shard_shift).unwrap_or(0) as usize];
-        // The home slot comes from the other bits, scaled to the shard's length without division.
-        let home = ((u128::from(hash.rotate_left(32)) * shard.len() as u128) >> 64) as usize;
-        (shard, home, hash & FINGERPRINT_MASK)
+        let shard = &self.shards[self.layout.shard(hash)];
+        (
+            shard,
+            TableLayout::home(hash, shard.len()),
+            TableLayout::fingerprint(hash),
+        )
     }
 
     #[inline]

@@ -31,14 +31,12 @@ use crate::Decision;
 const MAX_PROBE: usize = 512;
 /// The tag bit of a slot that holds a key.
 const MEMBER: u64 = 1 << 62;
-/// The fingerprint: the low 62 bits of the key's 64-bit hash.
-pub(super) const FINGERPRINT_MASK: u64 = MEMBER - 1;
 /// The tag of a slot never used.
 const EMPTY: u64 = 0;
 
-/// The tag of the slot holding the key with `fingerprint`.
+/// The tag of the slot holding the key with `fingerprint` (62 bits: `TableLayout::fingerprint`).
 const fn member(fingerprint: u64) -> u64 {
-    MEMBER | (fingerprint & FINGERPRINT_MASK)
+    MEMBER | fingerprint
 }
 
 /// One key's place: its tag, readable without a lock, and its log.
