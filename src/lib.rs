@@ -1,5 +1,6 @@
 //! Lock-free rate limiting: every decision is one clock read and one compare-and-swap on one
-//! `AtomicU64`.
+//! `AtomicU64` (the exact sliding window log, which keeps a timestamp per unit, takes a short
+//! lock instead).
 //!
 //! ```
 //! use tollgate::{DirectLimiter, Quota, TokenBucket};

@@ -1,4 +1,4 @@
-//! Exact reference models of the four algorithms, written from their documented semantics (not
+//! Exact reference models of the five algorithms, written from their documented semantics (not
 //! from the implementation's formulas), plus the random traces the property tests feed them.
 //!
 //! Every model works in exact integer or rational arithmetic (`u64`/`u128`, and
