@@ -56,6 +56,8 @@ mod direct;
 mod divisor;
 mod error;
 mod keyed;
+#[cfg(feature = "tower")]
+pub mod middleware;
 mod quota;
 mod sliding_log;
 mod sync;

@@ -1,0 +1,68 @@
+//! HTTP rate limiting as a [`tower`] layer (feature `tower`): one shared keyed limiter in front
+//! of any tower service over `http` types (hyper and axum are tested; gRPC is handled by
+//! content type, tested over raw HTTP/2 rather than with tonic).
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use tollgate::middleware::{PeerIp, RateLimitLayer};
+//! use tollgate::{KeyedLimiter, TokenBucket};
+//!
+//! // 100 requests per minute per client IP, for up to 100,000 clients at once.
+//! let limiter = KeyedLimiter::<IpAddr, _>::new(TokenBucket::new("100/min".parse()?)?, 100_000)?;
+//! let layer = RateLimitLayer::new(limiter, PeerIp);
+//! // `ServiceBuilder::new().layer(layer.clone())`, `Router::layer(layer)`, ...: every clone of
+//! // the layer and every service it makes decide with the same limiter.
+//! # let _ = layer;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! - **Which limiter**: anything implementing [`RateLimiter`]: every [`KeyedLimiter`] (any
+//!   algorithm, any clock), an `Arc` of one, or a limiter that decides elsewhere (asynchronously,
+//!   and possibly failing: [`OnLimiterError`] says what then).
+//! - **Which key** ([`KeyExtractor`]): the peer IP ([`PeerIp`], from a [`PeerAddr`] the server
+//!   puts in each request's extensions), a header ([`HeaderKey`], an API key), the client IP
+//!   behind trusted proxies ([`ClientIp`]: the right-most address in `X-Forwarded-For` or
+//!   `Forwarded` that is not a trusted proxy), or a closure ([`KeyFn`]). A request without a key
+//!   gets the configured [`MissingKey`] behaviour, never a panic.
+//! - **Refusals**: `429 Too Many Requests` with `Retry-After` (whole seconds, rounded up) and the
+//!   IETF `RateLimit-Policy` / `RateLimit` fields, optionally the legacy `X-RateLimit-*` ones
+//!   (admitted responses carry them too with [`RateLimitBuilder::fields_on_admitted`]); a
+//!   gRPC request (`content-type: application/grpc*`) gets HTTP 200 with `grpc-status: 8`
+//!   (`RESOURCE_EXHAUSTED`) and the same fields.
+//! - **Shaping**: with the [`LeakyBucket`](crate::LeakyBucket), an admitted request waits for
+//!   its slot (a tokio timer) before it is forwarded; a wait above
+//!   [`RateLimitBuilder::max_delay`] is refused; a client that leaves while waiting gives its
+//!   slot back ([`RateLimiter::refund`]). The wait needs a tokio runtime with its timer
+//!   enabled (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime builder); tokio
+//!   panics on a timer without one, which no other path of the layer uses.
+//! - **Per route**: [`RateLimitBuilder::only_for`] limits only the requests a [`RouteFilter`]
+//!   matches; stack one layer per route for different quotas.
+//!
+//! The guide, with a gateway to run: `docs/gateway.md`.
+//!
+//! [`KeyedLimiter`]: crate::KeyedLimiter
+
+mod client_ip;
+mod fields;
+mod forwarded;
+mod ip_range;
+mod key;
+mod layer;
+mod limiter;
+mod peer;
+mod policy;
+mod refusal;
+mod route;
+mod service;
+mod shaping;
+
+pub use client_ip::{ClientIp, ForwardedHeader};
+pub use fields::PolicyNameError;
+pub use ip_range::{IpRange, IpRangeError};
+pub use key::{HeaderKey, KeyError, KeyExtractor, KeyFn, PeerIp};
+pub use layer::{MissingKey, OnLimiterError, RateLimitBuilder, RateLimitLayer};
+pub use limiter::{LimiterError, RateLimiter};
+pub use peer::{AddPeerAddr, PeerAddr, PeerAddrLayer};
+pub use policy::{AnnouncedPolicy, Policy};
+pub use route::RouteFilter;
+pub use service::{LimitedBody, RateLimit, ResponseFuture};

@@ -1,0 +1,206 @@
+//! The client's IP behind trusted reverse proxies.
+
+use std::net::IpAddr;
+
+use http::request::Parts;
+
+use super::forwarded::{self, Hop};
+use super::ip_range::IpRange;
+use super::key::{peer_ip, KeyError, KeyExtractor};
+
+/// The forwarding header a [`ClientIp`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+/// Keys by the client's IP address behind trusted reverse proxies.
+///
+/// Each proxy appends the address it received the request from to `X-Forwarded-For` (or
+/// `Forwarded`), so the list reads `client, proxy1, proxy2` and only the entries appended by your
+/// own proxies can be believed: anything to their left was written by the client, who can write
+/// anything. The client IP is therefore found from the right:
+///
+/// 1. If the connection's peer ([`PeerAddr`](super::PeerAddr)) is not a trusted proxy, it is the
+///    client, and the headers are ignored.
+/// 2. Otherwise walk the header's entries from the right, skipping trusted proxies: the first
+///    address that is not one is the client.
+/// 3. If every entry is a trusted proxy, the left-most entry (the first hop) is the client; with
+///    no entry at all, the peer is.
+///
+/// The left-most entry is never believed on its own (tower_governor's smart extractor does, and
+/// any client can spoof it). An entry in the trusted part of the chain that is not an address
+/// (`unknown`, garbage) is a [`KeyError::MalformedForwarded`]: the request gets the layer's
+/// [`MissingKey`](super::MissingKey) behaviour.
+///
+/// ```
+/// use tollgate::middleware::{ClientIp, ForwardedHeader};
+///
+/// // Behind a load balancer in 10.0.0.0/8 that appends to `X-Forwarded-For`.
+/// let client_ip = ClientIp::new(["10.0.0.0/8".parse()?]);
+/// let rfc_7239 = ClientIp::new(["10.0.0.0/8".parse()?]).header(ForwardedHeader::Forwarded);
+/// # let _ = (client_ip, rfc_7239);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientIp {
+    trusted: Vec<IpRange>,
+    header: ForwardedHeader,
+}
+
+impl ClientIp {
+    /// Trusts the proxies in `trusted`, reading `X-Forwarded-For`.
+    pub fn new(trusted: impl IntoIterator<Item = IpRange>) -> ClientIp {
+        ClientIp {
+            trusted: trusted.into_iter().collect(),
+            header: ForwardedHeader::default(),
+        }
+    }
+
+    /// Reads `header` instead.
+    pub fn header(self, header: ForwardedHeader) -> ClientIp {
+        ClientIp { header, ..self }
+    }
+
+    /// The trusted proxies.
+    pub fn trusted(&self) -> &[IpRange] {
+        &self.trusted
+    }
+
+    fn is_trusted(&self, address: IpAddr) -> bool {
+        self.trusted.iter().any(|range| range.contains(address))
+    }
+
+    /// The client's address, given the connection's peer and the request's headers.
+    fn client(&self, peer: IpAddr, request: &Parts) -> Result<IpAddr, KeyError> {
+        if !self.is_trusted(peer) {
+            return Ok(peer);
+        }
+        let hops = match self.header {
+            ForwardedHeader::XForwardedFor => forwarded::x_forwarded_for(&request.headers),
+            ForwardedHeader::Forwarded => forwarded::forwarded(&request.headers),
+        };
+        for hop in hops.iter().rev() {
+            match *hop {
+                Hop::Ip(address) if self.is_trusted(address) => continue,
+                Hop::Ip(address) => return Ok(address),
+                Hop::Unreadable(entry) => {
+                    return Err(KeyError::MalformedForwarded {
+                        entry: entry.to_owned(),
+                    })
+                }
+            }
+        }
+        // Every entry is a trusted proxy (the loop returned on anything else).
+        Ok(match hops.first() {
+            Some(Hop::Ip(first)) => *first,
+            _ => peer,
+        })
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    type Key = IpAddr;
+
+    fn extract(&self, request: &Parts) -> Result<IpAddr, KeyError> {
+        self.client(peer_ip(request)?, request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::middleware::PeerAddr;
+
+    fn request(peer: &str, header: (&str, &str)) -> Parts {
+        let mut request = http::Request::builder()
+            .header(header.0, header.1)
+            .body(())
+            .expect("a valid request")
+            .into_parts()
+            .0;
+        let peer = format!("{peer}:40000").parse().expect("a test address");
+        request.extensions.insert(PeerAddr(peer));
+        request
+    }
+
+    fn client(extractor: &ClientIp, peer: &str, header: (&str, &str)) -> Result<String, KeyError> {
+        extractor.extract(&request(peer, header)).map(|ip| ip.to_string())
+    }
+
+    #[test]
+    fn the_rightmost_untrusted_address_is_the_client() -> Result<(), Box<dyn std::error::Error>> {
+        let proxies = ClientIp::new(["10.0.0.0/8".parse()?, "192.0.2.1".parse()?]);
+        let xff = "x-forwarded-for";
+        // A spoofed left-most entry is ignored: the proxy appended the real client.
+        assert_eq!(
+            client(&proxies, "10.0.0.2", (xff, "6.6.6.6, 203.0.113.7"))?,
+            "203.0.113.7"
+        );
+        // Trusted hops on the right are skipped.
+        assert_eq!(
+            client(
+                &proxies,
+                "10.0.0.2",
+                (xff, "6.6.6.6, 203.0.113.7, 192.0.2.1, 10.9.9.9")
+            )?,
+            "203.0.113.7"
+        );
+        // An untrusted peer is the client, whatever it writes.
+        assert_eq!(
+            client(&proxies, "198.51.100.4", (xff, "203.0.113.7"))?,
+            "198.51.100.4"
+        );
+        // Only proxies: the first hop.
+        assert_eq!(
+            client(&proxies, "10.0.0.2", (xff, "10.1.1.1, 10.2.2.2"))?,
+            "10.1.1.1"
+        );
+        // No header: the peer.
+        assert_eq!(client(&proxies, "10.0.0.2", ("x-other", "1.2.3.4"))?, "10.0.0.2");
+        // Garbage in the trusted part of the chain is an error, not a guess.
+        assert_eq!(
+            client(&proxies, "10.0.0.2", (xff, "203.0.113.7, unknown")),
+            Err(KeyError::MalformedForwarded {
+                entry: "unknown".into()
+            })
+        );
+        // Garbage to the left of the client is never read.
+        assert_eq!(
+            client(&proxies, "10.0.0.2", (xff, "garbage, 203.0.113.7"))?,
+            "203.0.113.7"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_forwarded_header_is_read_the_same_way() -> Result<(), Box<dyn std::error::Error>> {
+        let proxies = ClientIp::new(["10.0.0.0/8".parse()?]).header(ForwardedHeader::Forwarded);
+        let header = (
+            "forwarded",
+            r#"for=6.6.6.6, for="[2001:db8::5]:1234";proto=https, for=10.0.0.3"#,
+        );
+        assert_eq!(client(&proxies, "10.0.0.2", header)?, "2001:db8::5");
+        // X-Forwarded-For is not read when Forwarded is chosen.
+        assert_eq!(
+            client(&proxies, "10.0.0.2", ("x-forwarded-for", "203.0.113.7"))?,
+            "10.0.0.2"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn no_peer_address_is_a_clear_error() {
+        let parts = http::Request::new(()).into_parts().0;
+        let error = ClientIp::new([]).extract(&parts).expect_err("no peer");
+        assert_eq!(error, KeyError::MissingPeerAddr);
+        assert!(
+            error.to_string().contains("PeerAddrLayer"),
+            "the message says how to fix it"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! Which client a request counts against: its key.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::HeaderName;
+use http::request::Parts;
+
+use super::peer::PeerAddr;
+
+/// Reads the key a request is limited by (the client it counts against).
+///
+/// The layer calls it with the request's head (method, URI, headers, extensions). A request
+/// whose key cannot be read gets the layer's [`MissingKey`](super::MissingKey) behaviour.
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key: what the limiter is keyed by.
+    type Key: Send + Sync + 'static;
+
+    /// The key of this request, or why there is none.
+    ///
+    /// # Errors
+    /// [`KeyError`] when the request carries no usable key.
+    fn extract(&self, request: &Parts) -> Result<Self::Key, KeyError>;
+}
+
+/// Why a request has no key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The request carries no peer address: the server did not put one in its extensions.
+    MissingPeerAddr,
+    /// The header the key is read from is absent.
+    MissingHeader(HeaderName),
+    /// The header is present but empty, or not visible ASCII.
+    InvalidHeader(HeaderName),
+    /// An `X-Forwarded-For` or `Forwarded` entry written by a trusted proxy is not an address.
+    MalformedForwarded {
+        /// The entry that could not be read.
+        entry: String,
+    },
+    /// A custom extractor's reason.
+    Other(String),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::MissingPeerAddr => f.write_str(
+                "tollgate: the request carries no peer address, so it cannot be limited by client IP. \
+                 Fix: where the server accepts a connection, insert its remote address into every \
+                 request's extensions: wrap the connection's service in \
+                 `tollgate::middleware::PeerAddrLayer::new(remote_addr)` (hyper), or read axum's \
+                 `ConnectInfo<SocketAddr>` with a `KeyFn` and serve with \
+                 `into_make_service_with_connect_info::<SocketAddr>()`.",
+            ),
+            KeyError::MissingHeader(name) => write!(f, "the request has no `{name}` header to be limited by"),
+            KeyError::InvalidHeader(name) => {
+                write!(
+                    f,
+                    "the `{name}` header is empty or not visible ASCII, so it is not a key"
+                )
+            }
+            KeyError::MalformedForwarded { entry } => write!(
+                f,
+                "`{entry}`, written by a trusted proxy in the forwarding header, is not an IP address"
+            ),
+            KeyError::Other(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// The peer address of the request's connection, from a [`PeerAddr`] (or a plain
+/// `SocketAddr`) extension.
+pub(crate) fn peer_ip(request: &Parts) -> Result<IpAddr, KeyError> {
+    let extensions = &request.extensions;
+    extensions
+        .get::<PeerAddr>()
+        .map(|peer| peer.0)
+        .or_else(|| extensions.get::<SocketAddr>().copied())
+        .map(|peer| peer.ip().to_canonical())
+        .ok_or(KeyError::MissingPeerAddr)
+}
+
+/// Keys by the IP address of the connection's peer ([`PeerAddr`]).
+///
+/// Behind a reverse proxy every request comes from the proxy: use [`ClientIp`](super::ClientIp)
+/// there. IPv4-mapped IPv6 addresses are keyed as the IPv4 address they carry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeerIp;
+
+impl KeyExtractor for PeerIp {
+    type Key = IpAddr;
+
+    fn extract(&self, request: &Parts) -> Result<IpAddr, KeyError> {
+        peer_ip(request)
+    }
+}
+
+/// Keys by the value of a request header, such as an API key.
+///
+/// ```
+/// use tollgate::middleware::HeaderKey;
+///
+/// let by_api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+/// # let _ = by_api_key;
+/// ```
+#[derive(Clone, Debug)]
+pub struct HeaderKey {
+    name: HeaderName,
+}
+
+impl HeaderKey {
+    /// Keys by the (first) value of the header `name`.
+    pub fn new(name: HeaderName) -> HeaderKey {
+        HeaderKey { name }
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    type Key = String;
+
+    fn extract(&self, request: &Parts) -> Result<String, KeyError> {
+        let value = request
+            .headers
+            .get(&self.name)
+            .ok_or_else(|| KeyError::MissingHeader(self.name.clone()))?;
+        match value.to_str() {
+            Ok(text) if !text.is_empty() => Ok(text.to_owned()),
+            _ => Err(KeyError::InvalidHeader(self.name.clone())),
+        }
+    }
+}
+
+/// Keys by a closure over the request's head.
+///
+/// ```
+/// use http::request::Parts;
+/// use tollgate::middleware::{KeyError, KeyFn};
+///
+/// // By the first path segment (a tenant), say.
+/// let by_tenant = KeyFn::new(|request: &Parts| {
+///     let tenant = request.uri.path().split('/').nth(1).unwrap_or_default();
+///     if tenant.is_empty() {
+///         return Err(KeyError::Other("no tenant in the path".into()));
+///     }
+///     Ok(tenant.to_owned())
+/// });
+/// # let _ = by_tenant;
+/// ```
+pub struct KeyFn<F, K> {
+    extract: F,
+    key: PhantomData<fn() -> K>,
+}
+
+impl<F, K> KeyFn<F, K>
+where
+    F: Fn(&Parts) -> Result<K, KeyError> + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    /// Keys by `extract`.
+    pub fn new(extract: F) -> KeyFn<F, K> {
+        KeyFn {
+            extract,
+            key: PhantomData,
+        }
+    }
+}
+
+impl<F: Clone, K> Clone for KeyFn<F, K> {
+    fn clone(&self) -> Self {
+        KeyFn {
+            extract: self.extract.clone(),
+            key: PhantomData,
+        }
+    }
+}
+
+impl<F, K> fmt::Debug for KeyFn<F, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyFn").finish_non_exhaustive()
+    }
+}
+
+impl<F, K> KeyExtractor for KeyFn<F, K>
+where
+    F: Fn(&Parts) -> Result<K, KeyError> + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    type Key = K;
+
+    fn extract(&self, request: &Parts) -> Result<K, KeyError> {
+        (self.extract)(request)
+    }
+}

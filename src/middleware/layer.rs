@@ -1,0 +1,224 @@
+//! The layer and its configuration, shared by every service it makes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use tower::Layer;
+
+use super::fields::{quote_policy_name, Fields, PolicyNameError, QuotedName};
+use super::key::KeyExtractor;
+use super::limiter::RateLimiter;
+use super::route::RouteFilter;
+use super::service::RateLimit;
+
+/// What the layer does with a request whose key cannot be read ([`KeyExtractor`] failed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MissingKey<K> {
+    /// Answer with this status (and the reason, with its fix, in the body). The default is
+    /// `500 Internal Server Error`: a missing key is usually a server misconfiguration (no peer
+    /// address, a proxy not setting its header).
+    Respond(StatusCode),
+    /// Limit the request under this key (all keyless requests then share one quota).
+    Use(K),
+}
+
+impl<K> Default for MissingKey<K> {
+    fn default() -> Self {
+        MissingKey::Respond(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// What the layer does when the limiter cannot decide ([`LimiterError`](super::LimiterError)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLimiterError {
+    /// Fail closed: answer with this status (the default: `503 Service Unavailable`).
+    Refuse(StatusCode),
+    /// Fail open: forward the request unlimited, without rate-limit fields.
+    Admit,
+}
+
+impl Default for OnLimiterError {
+    fn default() -> Self {
+        OnLimiterError::Refuse(StatusCode::SERVICE_UNAVAILABLE)
+    }
+}
+
+/// The configuration every service of one layer shares, with the limiter itself.
+pub(crate) struct Shared<L, X: KeyExtractor> {
+    pub(crate) limiter: L,
+    pub(crate) extractor: X,
+    pub(crate) missing_key: MissingKey<X::Key>,
+    pub(crate) on_error: OnLimiterError,
+    pub(crate) fields: Fields,
+    pub(crate) max_delay: Option<Duration>,
+    pub(crate) route: Option<RouteFilter>,
+}
+
+/// A [`tower::Layer`] limiting each client (key) with one shared limiter.
+///
+/// Clones of the layer, and every service it makes (one per connection, per clone), decide
+/// with the same limiter: unlike tower's own `RateLimit`, the quota is per client, not per
+/// service instance. Build it with [`new`](Self::new) or [`builder`](Self::builder).
+///
+/// The service answers refusals itself, so its response body is
+/// [`LimitedBody<B>`](super::LimitedBody): the inner service's body or the layer's own.
+pub struct RateLimitLayer<L, X: KeyExtractor> {
+    shared: Arc<Shared<L, X>>,
+}
+
+impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitLayer<L, X> {
+    /// A layer limiting requests by the key `extractor` reads, with `limiter`, and the
+    /// defaults: `Retry-After` and the `RateLimit` fields on refusals (the policy named
+    /// `"default"`), none on admitted responses, no legacy fields, any shaping delay the limiter
+    /// gives, 500 for a request without a key, 503 when the limiter cannot decide.
+    pub fn new(limiter: L, extractor: X) -> RateLimitLayer<L, X> {
+        RateLimitLayer::builder(limiter, extractor).build()
+    }
+
+    /// A builder starting from the defaults of [`new`](Self::new).
+    pub fn builder(limiter: L, extractor: X) -> RateLimitBuilder<L, X> {
+        let fields = Fields::new(QuotedName::default_name(), limiter.policy());
+        RateLimitBuilder {
+            shared: Shared {
+                limiter,
+                extractor,
+                missing_key: MissingKey::default(),
+                on_error: OnLimiterError::default(),
+                fields,
+                max_delay: None,
+                route: None,
+            },
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.shared.limiter
+    }
+}
+
+impl<L, X: KeyExtractor> Clone for RateLimitLayer<L, X> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S, L, X: KeyExtractor> Layer<S> for RateLimitLayer<L, X> {
+    type Service = RateLimit<S, L, X>;
+
+    fn layer(&self, inner: S) -> RateLimit<S, L, X> {
+        RateLimit::new(inner, Arc::clone(&self.shared))
+    }
+}
+
+impl<L, X: KeyExtractor> fmt::Debug for RateLimitLayer<L, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl<L, X: KeyExtractor> fmt::Debug for Shared<L, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("fields", &self.fields)
+            .field("on_error", &self.on_error)
+            .field("max_delay", &self.max_delay)
+            .field("route", &self.route)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`RateLimitLayer`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::middleware::{HeaderKey, MissingKey, RateLimitLayer};
+/// use tollgate::{KeyedLimiter, LeakyBucket};
+///
+/// // Shape each API key to 10 requests a second, queueing up to 20, waiting at most 1 s.
+/// let limiter = KeyedLimiter::<String, _>::new(LeakyBucket::new("10/s burst 20".parse()?)?, 10_000)?;
+/// let layer = RateLimitLayer::builder(limiter, HeaderKey::new(http::HeaderName::from_static("x-api-key")))
+///     .missing_key(MissingKey::Use("anonymous".to_owned()))
+///     .max_delay(Duration::from_secs(1))
+///     .legacy_fields(true)
+///     .policy_name("per-api-key")?
+///     .build();
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RateLimitBuilder<L, X: KeyExtractor> {
+    shared: Shared<L, X>,
+}
+
+impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
+    /// What to do with a request whose key cannot be read (default: respond 500).
+    pub fn missing_key(mut self, behaviour: MissingKey<X::Key>) -> Self {
+        self.shared.missing_key = behaviour;
+        self
+    }
+
+    /// What to do when the limiter cannot decide (default: respond 503).
+    pub fn on_limiter_error(mut self, behaviour: OnLimiterError) -> Self {
+        self.shared.on_error = behaviour;
+        self
+    }
+
+    /// The policy's name in the `RateLimit-Policy` and `RateLimit` fields (default
+    /// `"default"`); give each stacked layer its own.
+    ///
+    /// # Errors
+    /// [`PolicyNameError`] when `name` is empty or not printable ASCII.
+    pub fn policy_name(mut self, name: &str) -> Result<Self, PolicyNameError> {
+        let mut fields = Fields::new(quote_policy_name(name)?, self.shared.limiter.policy());
+        fields.on_admitted = self.shared.fields.on_admitted;
+        fields.legacy = self.shared.fields.legacy;
+        self.shared.fields = fields;
+        Ok(self)
+    }
+
+    /// Whether admitted responses carry `RateLimit-Policy` and `RateLimit` (and the legacy
+    /// fields, when on) too; refusals always do. Default: no, as writing them costs about as
+    /// much as the decision itself (`benches/gateway_load.sh` measures both).
+    pub fn fields_on_admitted(mut self, on: bool) -> Self {
+        self.shared.fields.on_admitted = on;
+        self
+    }
+
+    /// Whether the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
+    /// (seconds from now) are written beside the IETF fields (default: no).
+    pub fn legacy_fields(mut self, on: bool) -> Self {
+        self.shared.fields.legacy = on;
+        self
+    }
+
+    /// The longest a shaped request may wait for its slot; a request given a longer delay is
+    /// refused with 429 (its slot given back) and told to retry when the wait would fit.
+    /// Default: any delay the limiter gives (for the leaky bucket, at most `burst - 1` slots).
+    pub fn max_delay(mut self, max: Duration) -> Self {
+        self.shared.max_delay = Some(max);
+        self
+    }
+
+    /// Limits only the requests `route` matches; the others pass through untouched.
+    pub fn only_for(mut self, route: RouteFilter) -> Self {
+        self.shared.route = Some(route);
+        self
+    }
+
+    /// The layer.
+    pub fn build(self) -> RateLimitLayer<L, X> {
+        RateLimitLayer {
+            shared: Arc::new(self.shared),
+        }
+    }
+}
+
+impl<L, X: KeyExtractor> fmt::Debug for RateLimitBuilder<L, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}

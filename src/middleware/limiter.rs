@@ -1,0 +1,137 @@
+//! What the layer asks of a limiter: a decision per key, possibly asynchronous, possibly failing.
+
+use std::error::Error;
+use std::fmt;
+use std::future::{ready, Future};
+use std::hash::Hash;
+use std::sync::Arc;
+
+use super::policy::{AnnouncedPolicy, Policy};
+use crate::algorithm::Algorithm;
+use crate::clock::Clock;
+use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter};
+
+/// A limiter the layer can put in front of a service: a [`Decision`] per key.
+///
+/// Implemented for every [`KeyedLimiter`] (any algorithm, any clock), for the exact
+/// [`KeyedLogLimiter`], and for an `Arc` of any
+/// implementation (so one limiter can serve several layers, or a layer and a handler). A limiter
+/// that decides elsewhere (a remote store) returns a future that does its I/O, and a
+/// [`LimiterError`] when it cannot decide; the layer then applies its
+/// [`OnLimiterError`](super::OnLimiterError) policy.
+pub trait RateLimiter<K>: Send + Sync {
+    /// Decides a request of weight `cost` for `key` now, and counts it if admitted.
+    fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send;
+
+    /// Decides at once, when this limiter can (a table in memory): the layer then answers
+    /// without the asynchronous path, which costs an allocation and a reference count per
+    /// request. `None` (the default) means "ask [`decide`](Self::decide)".
+    fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
+        let _ = (key, cost);
+        None
+    }
+
+    /// The quota announced in the `RateLimit-Policy` field.
+    fn policy(&self) -> Policy;
+
+    /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
+    /// client left before its slot. Called from a destructor, so it cannot wait: a limiter whose
+    /// refund needs I/O starts it and returns. The default gives nothing back.
+    fn refund(&self, key: K, cost: u64) {
+        let _ = (key, cost);
+    }
+}
+
+impl<K, A, C> RateLimiter<K> for KeyedLimiter<K, A, C>
+where
+    K: Hash,
+    A: Algorithm + AnnouncedPolicy,
+    C: Clock,
+{
+    fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
+        Some(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn policy(&self) -> Policy {
+        self.algorithm().policy()
+    }
+
+    fn refund(&self, key: K, cost: u64) {
+        // Only the buckets can give back; for the windows this is a no-op returning `false`.
+        let _ = self.refund_n(&key, cost);
+    }
+}
+
+impl<K: Hash, C: Clock> RateLimiter<K> for KeyedLogLimiter<K, C> {
+    fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
+        Some(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn policy(&self) -> Policy {
+        self.algorithm().policy()
+    }
+
+    // No refund: the log never delays a request (its decisions have no `delay`), so no request
+    // is ever abandoned while it waits for a slot.
+}
+
+impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
+    fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        (**self).decide(key, cost)
+    }
+
+    fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
+        (**self).decide_now(key, cost)
+    }
+
+    fn policy(&self) -> Policy {
+        (**self).policy()
+    }
+
+    fn refund(&self, key: K, cost: u64) {
+        (**self).refund(key, cost);
+    }
+}
+
+/// A limiter could not decide (a remote store unreachable, a request heavier than the
+/// limiter's capacity). The layer answers with its [`OnLimiterError`](super::OnLimiterError)
+/// policy.
+#[derive(Debug)]
+pub struct LimiterError {
+    source: Box<dyn Error + Send + Sync>,
+}
+
+impl LimiterError {
+    /// Wraps the reason the limiter could not decide.
+    pub fn new(source: impl Into<Box<dyn Error + Send + Sync>>) -> LimiterError {
+        LimiterError {
+            source: source.into(),
+        }
+    }
+}
+
+impl From<CostTooLarge> for LimiterError {
+    fn from(error: CostTooLarge) -> LimiterError {
+        LimiterError::new(error)
+    }
+}
+
+impl fmt::Display for LimiterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the rate limiter could not decide: {}", self.source)
+    }
+}
+
+impl Error for LimiterError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.source)
+    }
+}

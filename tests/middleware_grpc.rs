@@ -1,0 +1,64 @@
+//! gRPC through the layer, over HTTP/2 on loopback: a refused call is `RESOURCE_EXHAUSTED`.
+#![cfg(feature = "tower")]
+
+mod middleware_common;
+
+use bytes::Bytes;
+use http::{HeaderName, Method, Request, StatusCode, Version};
+use http_body_util::Empty;
+use middleware_common::{http2_client, send, serve, Hello};
+use tollgate::middleware::{HeaderKey, RateLimitLayer};
+use tollgate::{KeyedLimiter, ManualClock, Timestamp, TokenBucket};
+use tower::Layer;
+
+type Error = Box<dyn std::error::Error>;
+
+fn grpc_call(address: std::net::SocketAddr) -> Request<Empty<Bytes>> {
+    Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{address}/helloworld.Greeter/SayHello"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-api-key", "k")
+        .body(Empty::new())
+        .expect("a valid request")
+}
+
+#[tokio::test]
+async fn a_refused_grpc_call_is_resource_exhausted() -> Result<(), Error> {
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("2/min".parse()?)?, 100, clock)?;
+    let layer = RateLimitLayer::builder(limiter, HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .fields_on_admitted(true)
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http2_client();
+
+    for remaining in [1, 0] {
+        let answer = send(&client, grpc_call(address)).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(answer.header("grpc-status"), "0", "the application answered");
+        assert_eq!(
+            answer.header("ratelimit"),
+            format!(r#""default";r={remaining};t={}"#, 30 * (2 - remaining))
+        );
+    }
+    // The quota is spent: refusals from here on, over HTTP/2 as gRPC requires.
+    let response = client.request(grpc_call(address)).await?;
+    assert_eq!(response.version(), Version::HTTP_2);
+    assert_eq!(response.headers()["grpc-status"], "8");
+    let answer = send(&client, grpc_call(address)).await;
+    // gRPC status travels in HTTP 200 ("trailers-only"); 8 is RESOURCE_EXHAUSTED.
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.header("content-type"), "application/grpc");
+    assert_eq!(answer.header("grpc-status"), "8");
+    assert_eq!(
+        answer.header("grpc-message"),
+        "too many requests: retry after 30 s"
+    );
+    assert_eq!(answer.header("retry-after"), "30");
+    assert_eq!(answer.header("ratelimit-policy"), r#""default";q=2;w=60"#);
+    assert_eq!(answer.header("ratelimit"), r#""default";r=0;t=30"#);
+    assert_eq!(answer.body, "");
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! The rate-limit layer over real TCP on loopback, with a real HTTP client: refusals, their
+//! fields, recovery on a manual clock, keys, spoofing, per-route layers, errors.
+#![cfg(feature = "tower")]
+
+mod middleware_common;
+
+use std::future::{ready, Future};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, Method, StatusCode};
+use middleware_common::{get, http1_client, serve, Hello};
+use tollgate::middleware::{
+    ClientIp, HeaderKey, LimiterError, MissingKey, OnLimiterError, PeerIp, Policy, RateLimitLayer,
+    RateLimiter, RouteFilter,
+};
+use tollgate::{
+    Decision, FixedWindow, KeyedLimiter, KeyedLogLimiter, ManualClock, SlidingLog, SlidingWindow, Timestamp,
+    TokenBucket, WhenFull,
+};
+use tower::{Layer, ServiceBuilder};
+
+type Error = Box<dyn std::error::Error>;
+
+fn api_key() -> HeaderKey {
+    HeaderKey::new(HeaderName::from_static("x-api-key"))
+}
+
+fn clock() -> ManualClock {
+    // A whole minute, so that windows start now.
+    ManualClock::starting_at(Timestamp::from_secs(1_800_000_000))
+}
+
+#[tokio::test]
+async fn requests_pass_until_the_quota_is_spent_then_429_until_the_retry_time() -> Result<(), Error> {
+    let clock = clock();
+    // 3 per minute: a token every 20 s, bursts of 3.
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("3/min".parse()?)?, 1_000, clock.clone())?;
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .fields_on_admitted(true)
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let alice = [("x-api-key", "alice")];
+
+    for remaining in [2, 1, 0] {
+        let answer = get(&client, address, "/", &alice).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(answer.body, "hello\n");
+        assert_eq!(answer.header("ratelimit-policy"), r#""default";q=3;w=60"#);
+        // Admitted: t is when the bucket is full again (20 s per token spent).
+        let spent = 3 - remaining;
+        assert_eq!(
+            answer.header("ratelimit"),
+            format!(r#""default";r={remaining};t={}"#, 20 * spent)
+        );
+        assert_eq!(answer.header("retry-after"), "");
+    }
+
+    let refused = get(&client, address, "/", &alice).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), "20");
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=3;w=60"#);
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=20"#);
+    assert_eq!(refused.body, "too many requests: retry after 20 s\n");
+
+    // 0.5 s short of the retry time: still refused, told 1 s (rounded up).
+    clock.advance(Duration::from_millis(19_500));
+    let early = get(&client, address, "/", &alice).await;
+    assert_eq!(early.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(early.header("retry-after"), "1");
+    assert_eq!(early.header("ratelimit"), r#""default";r=0;t=1"#);
+
+    // At the retry time: one more passes, and only one.
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(get(&client, address, "/", &alice).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/", &alice).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_exact_sliding_log_limits_through_the_same_layer() -> Result<(), Error> {
+    let clock = clock();
+    let limiter =
+        KeyedLogLimiter::<String, _>::with_clock(SlidingLog::new("2/min".parse()?)?, 1_000, clock.clone())?;
+    let address = serve(RateLimitLayer::new(limiter, api_key()).layer(Hello), true).await;
+    let client = http1_client();
+    let alice = [("x-api-key", "alice")];
+    assert_eq!(get(&client, address, "/", &alice).await.status, StatusCode::OK);
+    clock.advance(Duration::from_secs(15));
+    assert_eq!(get(&client, address, "/", &alice).await.status, StatusCode::OK);
+
+    // The first unit leaves the window 60 s after it was admitted: 45 s from now.
+    let refused = get(&client, address, "/", &alice).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), "45");
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=2;w=60"#);
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=45"#);
+
+    clock.advance(Duration::from_secs(45));
+    assert_eq!(get(&client, address, "/", &alice).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/", &alice).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn distinct_keys_are_limited_independently() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(FixedWindow::new("2/min".parse()?)?, 1_000, clock())?;
+    let address = serve(RateLimitLayer::new(limiter, api_key()).layer(Hello), true).await;
+    let client = http1_client();
+    let statuses = |key: &'static str| {
+        let client = client.clone();
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..3 {
+                statuses.push(
+                    get(&client, address, "/", &[("x-api-key", key)])
+                        .await
+                        .status
+                        .as_u16(),
+                );
+            }
+            statuses
+        }
+    };
+    assert_eq!(statuses("alice").await, [200, 200, 429]);
+    assert_eq!(statuses("bob").await, [200, 200, 429]);
+    assert_eq!(statuses("carol").await, [200, 200, 429]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_peer_ip_is_a_key() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1_000, clock())?;
+    let shared = Arc::new(limiter);
+    let address = serve(
+        RateLimitLayer::new(Arc::clone(&shared), PeerIp).layer(Hello),
+        true,
+    )
+    .await;
+    let client = http1_client();
+    assert_eq!(get(&client, address, "/", &[]).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // The key was the loopback address, and the limiter is the one we still hold.
+    assert!(!shared.peek(&"127.0.0.1".parse()?).is_allowed());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_spoofed_leftmost_forwarded_for_is_ignored() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1_000, clock())?;
+    // The test client connects from loopback: it plays the trusted proxy.
+    let client_ip = ClientIp::new(["127.0.0.0/8".parse()?]);
+    let address = serve(RateLimitLayer::new(limiter, client_ip).layer(Hello), true).await;
+    let client = http1_client();
+    let xff = |value: &'static str| [("x-forwarded-for", value)];
+
+    assert_eq!(
+        get(&client, address, "/", &xff("6.6.6.6, 203.0.113.7"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // The same client with a new made-up left-most address is still the same client.
+    for spoofed in [
+        "7.7.7.7, 203.0.113.7",
+        "8.8.8.8, 9.9.9.9, 203.0.113.7",
+        "203.0.113.7",
+    ] {
+        let answer = get(&client, address, "/", &xff(spoofed)).await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{spoofed}");
+    }
+    // Trusted hops to the right are skipped.
+    let answer = get(&client, address, "/", &xff("203.0.113.7, 127.0.0.9")).await;
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+    // Another client behind the same proxy has its own quota, whatever it writes on the left.
+    assert_eq!(
+        get(&client, address, "/", &xff("203.0.113.7, 203.0.113.8"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_request_without_a_key_gets_the_configured_behaviour() -> Result<(), Error> {
+    let client = http1_client();
+    let bucket = || -> Result<_, Error> {
+        Ok(KeyedLimiter::<String, _, _>::with_clock(
+            TokenBucket::new("1/min".parse()?)?,
+            100,
+            clock(),
+        )?)
+    };
+
+    // Default: 500, with the reason.
+    let address = serve(RateLimitLayer::new(bucket()?, api_key()).layer(Hello), true).await;
+    let answer = get(&client, address, "/", &[]).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(answer.body.contains("x-api-key"), "{}", answer.body);
+
+    // A default key: keyless requests share one quota.
+    let layer = RateLimitLayer::builder(bucket()?, api_key())
+        .missing_key(MissingKey::Use("anonymous".to_owned()))
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    assert_eq!(get(&client, address, "/", &[]).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get(&client, address, "/", &[("x-api-key", "alice")]).await.status,
+        StatusCode::OK
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_connection_info_is_a_clear_error_with_its_fix() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock())?;
+    // Served without PeerAddrLayer: no request carries its peer address.
+    let address = serve(RateLimitLayer::new(limiter, PeerIp).layer(Hello), false).await;
+    let answer = get(&http1_client(), address, "/", &[]).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(answer.body.contains("no peer address"), "{}", answer.body);
+    assert!(
+        answer.body.contains("PeerAddrLayer::new(remote_addr)"),
+        "the fix: {}",
+        answer.body
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn fields_are_configurable() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(SlidingWindow::new("2/10s".parse()?)?, 100, clock())?;
+    // By default admitted responses carry no fields; refusals always do.
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .legacy_fields(true)
+        .policy_name("per-key")?
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+    let admitted = get(&client, address, "/", &key).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    assert_eq!(admitted.header("ratelimit"), "");
+    assert_eq!(admitted.header("x-ratelimit-limit"), "");
+    get(&client, address, "/", &key).await;
+    let refused = get(&client, address, "/", &key).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("ratelimit-policy"), r#""per-key";q=2;w=10"#);
+    // The sliding window: at the start of the next window the previous one still weighs 2, so
+    // the third request passes half way through it, 15 s from now.
+    assert_eq!(refused.header("ratelimit"), r#""per-key";r=0;t=15"#);
+    assert_eq!(refused.header("retry-after"), "15");
+    assert_eq!(refused.header("x-ratelimit-limit"), "2");
+    assert_eq!(refused.header("x-ratelimit-remaining"), "0");
+    assert_eq!(refused.header("x-ratelimit-reset"), "15");
+    Ok(())
+}
+
+#[tokio::test]
+async fn per_route_layers_compose() -> Result<(), Error> {
+    let clock = clock();
+    let logins =
+        KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock.clone())?;
+    let all = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("4/min".parse()?)?, 100, clock)?;
+    let login_layer = RateLimitLayer::builder(logins, api_key())
+        .only_for(RouteFilter::method(Method::GET).and(RouteFilter::path_prefix("/login")))
+        .policy_name("login")?
+        .fields_on_admitted(true)
+        .build();
+    let app = ServiceBuilder::new()
+        .layer(
+            RateLimitLayer::builder(all, api_key())
+                .policy_name("all")?
+                .fields_on_admitted(true)
+                .build(),
+        )
+        .layer(login_layer)
+        .service(Hello);
+    let address = serve(app, true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+
+    let first_login = get(&client, address, "/login", &key).await;
+    assert_eq!(first_login.status, StatusCode::OK);
+    // Both layers state their policy: the fields are lists, the inner layer's first.
+    assert_eq!(
+        first_login.header("ratelimit-policy"),
+        r#""login";q=1;w=60, "all";q=4;w=60"#
+    );
+    assert_eq!(
+        first_login.header("ratelimit"),
+        r#""login";r=0;t=60, "all";r=3;t=15"#
+    );
+    let second_login = get(&client, address, "/login", &key).await;
+    assert_eq!(second_login.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        second_login.header("ratelimit-policy"),
+        r#""login";q=1;w=60, "all";q=4;w=60"#
+    );
+    assert_eq!(
+        second_login.header("ratelimit"),
+        r#""login";r=0;t=60, "all";r=2;t=30"#
+    );
+    assert_eq!(second_login.header("retry-after"), "60");
+    // Other routes are limited only by the global layer (which counted both logins: 2 left).
+    assert_eq!(get(&client, address, "/home", &key).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/login-help", &key).await.status,
+        StatusCode::OK
+    );
+    let spent = get(&client, address, "/home", &key).await;
+    assert_eq!(spent.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        spent.header("ratelimit-policy"),
+        r#""all";q=4;w=60"#,
+        "the login layer was not asked"
+    );
+    Ok(())
+}
+
+/// A limiter that cannot decide, as a remote store that is down.
+struct Unreachable;
+
+impl RateLimiter<String> for Unreachable {
+    fn decide(&self, _: &String, _: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        ready(Err(LimiterError::new("connection refused")))
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            quota: 1,
+            window: Duration::from_secs(1),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<(), Error> {
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+    let closed = serve(RateLimitLayer::new(Unreachable, api_key()).layer(Hello), true).await;
+    let answer = get(&client, closed, "/", &key).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.body.contains("connection refused"), "{}", answer.body);
+
+    let open = RateLimitLayer::builder(Unreachable, api_key())
+        .on_limiter_error(OnLimiterError::Admit)
+        .build();
+    let open = serve(open.layer(Hello), true).await;
+    let answer = get(&client, open, "/", &key).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.header("ratelimit"), "", "no decision, no fields");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_full_table_refuses_new_clients_with_503() -> Result<(), Error> {
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1, clock())?
+        .when_full(WhenFull::Refuse);
+    let slots = limiter.slots();
+    let address = serve(RateLimitLayer::new(limiter, api_key()).layer(Hello), true).await;
+    let client = http1_client();
+    let mut statuses = Vec::new();
+    // Every key keeps debt, so once every slot holds one, the next new key finds no room.
+    for key in 0..=slots {
+        let key = key.to_string();
+        statuses.push(get(&client, address, "/", &[("x-api-key", &key)]).await.status);
+    }
+    assert_eq!(statuses[..slots], vec![StatusCode::OK; slots]);
+    assert_eq!(statuses[slots], StatusCode::SERVICE_UNAVAILABLE);
+    Ok(())
+}
+
+/// A limiter that only decides asynchronously (as a remote one does): the layer's slow path.
+struct AsyncOnly(KeyedLimiter<String, TokenBucket, ManualClock>);
+
+impl RateLimiter<String> for AsyncOnly {
+    async fn decide(&self, key: &String, cost: u64) -> Result<Decision, LimiterError> {
+        tokio::task::yield_now().await;
+        self.0.check_n(key, cost).map_err(LimiterError::from)
+    }
+
+    fn policy(&self) -> Policy {
+        self.0.policy()
+    }
+}
+
+#[tokio::test]
+async fn an_asynchronous_limiter_limits_the_same_way() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("2/min".parse()?)?, 100, clock())?;
+    let layer = RateLimitLayer::builder(AsyncOnly(limiter), api_key())
+        .fields_on_admitted(true)
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+    let first = get(&client, address, "/", &key).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.header("ratelimit"), r#""default";r=1;t=30"#);
+    assert_eq!(get(&client, address, "/", &key).await.status, StatusCode::OK);
+    let refused = get(&client, address, "/", &key).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), "30");
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=30"#);
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! Shaping through the layer with the leaky bucket, over real TCP: admitted requests wait for
+//! their slots, a wait beyond the maximum is refused, a client that leaves gives its slot back.
+#![cfg(feature = "tower")]
+
+mod middleware_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, StatusCode};
+use middleware_common::{get, http1_client, serve, Hello, Stamp};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tollgate::middleware::{HeaderKey, RateLimitLayer};
+use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp};
+use tower::Layer;
+
+type Error = Box<dyn std::error::Error>;
+
+fn api_key() -> HeaderKey {
+    HeaderKey::new(HeaderName::from_static("x-api-key"))
+}
+
+fn clock() -> ManualClock {
+    ManualClock::starting_at(Timestamp::from_secs(1_800_000_000))
+}
+
+// Tokio's clock is paused: it moves only to the next timer when every task waits, so the wait
+// each request measures (from entering the server to reaching the application) is exactly the
+// timer the layer set, whatever the machine's load. The delays themselves come from the
+// limiter's manual clock, which stands still: every request is decided at the same instant.
+#[tokio::test(start_paused = true)]
+async fn shaped_requests_wait_for_their_slots() -> Result<(), Error> {
+    // A slot every 100 ms; one proceeds at once and up to 3 wait.
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(LeakyBucket::new("10/s burst 4".parse()?)?, 100, clock())?;
+    let address = serve(Stamp(RateLimitLayer::new(limiter, api_key()).layer(Hello)), true).await;
+    let client = http1_client();
+
+    let requests = (0..5).map(|_| {
+        let client = client.clone();
+        tokio::spawn(async move { get(&client, address, "/", &[("x-api-key", "k")]).await })
+    });
+    let mut waits = Vec::new();
+    let mut refused = Vec::new();
+    for request in requests {
+        let answer = request.await?;
+        match answer.status {
+            StatusCode::OK => waits.push(answer.header("x-waited-ns").parse::<u64>()?),
+            _ => refused.push(answer),
+        }
+    }
+    waits.sort_unstable();
+    let slot = Duration::from_millis(100).as_nanos() as u64;
+    assert_eq!(waits, [0, slot, 2 * slot, 3 * slot]);
+    // The fifth finds the queue full: refused, told to come back when the first slot drains.
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused[0].header("retry-after"), "1");
+    assert_eq!(refused[0].header("ratelimit-policy"), r#""default";q=4;w=1"#);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_beyond_the_maximum_is_refused_and_its_slot_given_back() -> Result<(), Error> {
+    let clock = clock();
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("10/s burst 5".parse()?)?,
+        100,
+        clock.clone(),
+    )?;
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .max_delay(Duration::from_millis(150))
+        .build();
+    let address = serve(Stamp(layer.layer(Hello)), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+
+    let first = get(&client, address, "/", &key).await;
+    assert_eq!(
+        (first.status, first.header("x-waited-ns")),
+        (StatusCode::OK, "0".to_owned())
+    );
+    let second = get(&client, address, "/", &key).await;
+    assert_eq!(
+        (second.status, second.header("x-waited-ns")),
+        (StatusCode::OK, "100000000".to_owned())
+    );
+    // The third would wait 200 ms: refused, to retry in 50 ms (1 s, rounded up).
+    let third = get(&client, address, "/", &key).await;
+    assert_eq!(third.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(third.header("retry-after"), "1");
+    assert_eq!(third.header("ratelimit"), r#""default";r=0;t=1"#);
+    // Its slot was given back: 50 ms later (on the limiter's clock) the next request is given
+    // that slot, 150 ms away, within the maximum (without the refund it would be 250 ms away).
+    clock.advance(Duration::from_millis(50));
+    let fourth = get(&client, address, "/", &key).await;
+    assert_eq!(
+        (fourth.status, fourth.header("x-waited-ns")),
+        (StatusCode::OK, "150000000".to_owned())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_while_waiting_gives_its_slot_back() -> Result<(), Error> {
+    // A slot every 10 s: a waiting request stays waiting for the whole test.
+    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("1/10s burst 3".parse()?)?,
+        100,
+        clock(),
+    )?);
+    let address = serve(
+        RateLimitLayer::new(Arc::clone(&limiter), api_key()).layer(Hello),
+        true,
+    )
+    .await;
+    let key = "k".to_owned();
+    let next_delay = |limiter: &KeyedLimiter<String, LeakyBucket, ManualClock>| limiter.peek(&key).delay();
+    let until = |wanted: Duration| {
+        let limiter = Arc::clone(&limiter);
+        async move {
+            // Polls the shared limiter until the server's side has happened (a bounded wait on
+            // a condition, not a sleep standing in for one).
+            while next_delay(&limiter) != wanted {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+
+    assert_eq!(
+        get(&http1_client(), address, "/", &[("x-api-key", "k")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(next_delay(&limiter), Duration::from_secs(10));
+
+    // A client asks, is given the slot 10 s away, and hangs up while waiting for it.
+    let mut stream = TcpStream::connect(address).await?;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: test\r\nx-api-key: k\r\n\r\n")
+        .await?;
+    tokio::time::timeout(Duration::from_secs(30), until(Duration::from_secs(20))).await?;
+    drop(stream);
+
+    // The server notices, drops the waiting request, and the slot comes back.
+    tokio::time::timeout(Duration::from_secs(30), until(Duration::from_secs(10))).await?;
+
+    // A client that stays is answered after its slot (not 20 s: the freed slot is its own).
+    let mut stream = TcpStream::connect(address).await?;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: test\r\nx-api-key: k\r\n\r\n")
+        .await?;
+    tokio::time::timeout(Duration::from_secs(30), until(Duration::from_secs(20))).await?;
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut byte)).await;
+    assert!(early.is_err(), "the request waits for its slot 10 s away");
+    Ok(())
+}
