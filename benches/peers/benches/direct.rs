@@ -1,0 +1,172 @@
+//! ns per decision of every direct limiter, allowed and denied paths, on both clock kinds, beside
+//! the floor (one clock read; one clock read plus an uncontended load and CAS), all in one run.
+//!
+//! Groups `direct/precise` and `direct/coarse`; rows `contender/allowed`, `contender/denied` and
+//! `floor/...`:
+//!
+//! - `precise`: tollgate's `PreciseClock` (quanta, a TSC read), governor's default `QuantaClock`,
+//!   ratelimit on tollgate's `PreciseClock` (`ratelimit`) and on its own default `StdClock`
+//!   (`ratelimit_std`, `std::time::Instant`), and the seed article's `Mutex<TokenBucket>` on
+//!   `std::time::Instant` (`mutex_f64_bucket`); floors for both clock sources.
+//! - `coarse`: tollgate's `CoarseClock`, governor's `QuantaUpkeepClock` and ratelimit on tollgate's
+//!   `CoarseClock`, all refreshed every millisecond by an upkeep thread. The seed baseline has no
+//!   coarse clock and is not in this group.
+//!
+//! Every row is timed the same way (`iter_custom`, by the same never-inlined loop, in chunks of
+//! `CHUNK` decisions on a fresh limiter made outside the timed region and checked after it), so
+//! the ratios between rows of one group are the comparison. Denied rows use a limiter that has
+//! admitted its one request and refuses for an hour or more.
+//!
+//! Run: `cargo bench -p tollgate-peers --bench direct` (or everything: `benches/run`).
+
+use std::time::Duration;
+
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use governor::clock::{QuantaClock, QuantaUpkeepClock};
+use tollgate::clock::COARSE_UPKEEP_INTERVAL;
+use tollgate::{Clock, CoarseClock, PreciseClock};
+use tollgate_peers::timing::decide_direct;
+use tollgate_peers::{
+    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
+    ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect, InstantRead,
+    RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+};
+
+/// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
+const CHUNK: u64 = 10_000;
+const _: () = assert!(CHUNK <= ALLOWED_RUN, "a chunk must stay on the allowed path");
+
+/// Times `iters` decisions in chunks of at most `CHUNK`, each on a subject made by `setup` and
+/// checked by `after`, both outside the timed region.
+fn timed_in_chunks<S>(
+    iters: u64,
+    setup: impl Fn() -> S,
+    run: impl Fn(&S, u64) -> Duration,
+    after: impl Fn(&S),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let subject = setup();
+        let n = left.min(CHUNK);
+        total += run(&subject, n);
+        after(&subject);
+        left -= n;
+    }
+    total
+}
+
+/// The allowed and denied rows of one contender.
+fn contender<T: DirectContender>(group: &mut BenchmarkGroup<'_, WallTime>, contender: &T) {
+    let name = contender.name();
+    group.bench_function(BenchmarkId::new(name, "allowed"), |b| {
+        b.iter_custom(|iters| {
+            timed_in_chunks(
+                iters,
+                || contender.allowed(),
+                decide_direct,
+                |limiter| {
+                    let answer = limiter.check();
+                    assert!(
+                        T::Limiter::admitted(&answer),
+                        "{name}: the allowed path must stay allowed"
+                    )
+                },
+            )
+        })
+    });
+
+    let limiter = contender.denied();
+    let refused = |limiter: &T::Limiter| {
+        let answer = limiter.check();
+        assert!(
+            !T::Limiter::admitted(&answer),
+            "{name}: the denied path must refuse"
+        )
+    };
+    refused(&limiter);
+    group.bench_function(BenchmarkId::new(name, "denied"), |b| {
+        b.iter_custom(|iters| {
+            let elapsed = decide_direct(&limiter, iters);
+            refused(&limiter);
+            elapsed
+        })
+    });
+}
+
+fn floor_row<L: Direct>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, limiter: L) {
+    group.bench_function(name, |b| b.iter_custom(|iters| decide_direct(&limiter, iters)));
+}
+
+fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C) {
+    floor_row(group, "floor/clock_read", ClockRead(clock.clone()));
+    floor_row(
+        group,
+        "floor/clock_read+load+cas",
+        ClockReadLoadCas::new(clock.clone()),
+    );
+}
+
+fn tollgate_rows<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C) {
+    contender(group, &tollgate_token_bucket(clock.clone()));
+    contender(group, &tollgate_leaky_bucket(clock.clone()));
+    contender(group, &tollgate_fixed_window(clock.clone()));
+    contender(group, &tollgate_sliding_window(clock.clone()));
+    contender(group, &TollgateLog(clock.clone()));
+}
+
+fn precise(c: &mut Criterion) {
+    let clock = PreciseClock::new();
+    let mut group = c.benchmark_group("direct/precise");
+    group.throughput(Throughput::Elements(1));
+    floors(&mut group, &clock);
+    floor_row(&mut group, "floor/std_instant_now", InstantRead);
+    floor_row(
+        &mut group,
+        "floor/governor_clock_read",
+        GovernorClockRead::new(QuantaClock::default()),
+    );
+    tollgate_rows(&mut group, &clock);
+    contender(&mut group, &GovernorDirect(QuantaClock::default()));
+    contender(
+        &mut group,
+        &RatelimitDirect::new("ratelimit", || TollgateElapsed::new(PreciseClock::new())),
+    );
+    contender(
+        &mut group,
+        &RatelimitDirect::new("ratelimit_std", ratelimit::StdClock::new),
+    );
+    contender(&mut group, &SeedDirect);
+    group.finish();
+}
+
+fn coarse(c: &mut Criterion) {
+    let clock = CoarseClock::new();
+    // governor's upkeep thread (its quanta 0.12, a separate one from tollgate's quanta 0.13),
+    // refreshing at the interval tollgate's coarse clock uses.
+    let upkeep = QuantaUpkeepClock::from_interval(COARSE_UPKEEP_INTERVAL)
+        .expect("governor's quanta upkeep thread starts");
+    let mut group = c.benchmark_group("direct/coarse");
+    group.throughput(Throughput::Elements(1));
+    floors(&mut group, &clock);
+    floor_row(
+        &mut group,
+        "floor/governor_clock_read",
+        GovernorClockRead::new(upkeep.clone()),
+    );
+    tollgate_rows(&mut group, &clock);
+    contender(&mut group, &GovernorDirect(upkeep));
+    contender(
+        &mut group,
+        &RatelimitDirect::new("ratelimit", || TollgateElapsed::new(CoarseClock::new())),
+    );
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = precise, coarse
+}
+criterion_main!(benches);

@@ -1,0 +1,235 @@
+//! Runs one single-threaded scenario's decisions through the benchmarks' own timed loops
+//! (`tollgate_peers::timing::decide_*`), for counting instructions under callgrind:
+//!
+//! ```text
+//! cargo build -p tollgate-peers --profile bench --bin instructions
+//! instructions list                 # the scenarios, one a line
+//! valgrind --tool=callgrind --collect-atstart=no \
+//!     '--toggle-collect=tollgate_peers::timing::decide_*' instructions SCENARIO DECISIONS
+//! ```
+//!
+//! Collection is on only inside the timed loops, so building, filling and checking limiters
+//! count for nothing, and the instructions counted divided by DECISIONS is the cost of one
+//! decision plus the loop's own few instructions (scenario `direct/loop/nothing` measures those).
+//! `benches/instructions.py` runs every scenario and writes the table.
+//!
+//! Allowed-path scenarios run in chunks of 10,000 decisions on fresh limiters, as the criterion
+//! benchmark does; keyed scenarios fill their limiter before the loop, with every key decided once.
+//! Keyed limiters run the long-lived quota (`TollgateKeyed::long_lived`): under callgrind a fill
+//! of 1,000,000 keys takes many seconds, and with the benchmark quota's one second of debt per
+//! decision the first keys would be idle, and reclaimed, before the loop reached them.
+
+use std::process::ExitCode;
+
+use governor::clock::{QuantaClock, QuantaUpkeepClock};
+use tollgate::clock::COARSE_UPKEEP_INTERVAL;
+use tollgate::{Clock, CoarseClock, PreciseClock};
+use tollgate_peers::timing::{decide_direct, decide_each_once, decide_in_sequence, decide_in_turn};
+use tollgate_peers::zipf::zipf_sequence;
+use tollgate_peers::{
+    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
+    ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect, GovernorKeyed, InstantRead,
+    Keyed, KeyedContender, Nothing, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog,
+    ALLOWED_RUN,
+};
+
+/// A scenario: its name and what runs it for a number of decisions.
+type Scenario = (String, Box<dyn Fn(u64)>);
+
+/// Key counts of the keyed scenarios.
+const KEY_COUNTS: [u64; 2] = [1_000, 1_000_000];
+/// Length of each Zipf-like key sequence.
+const ZIPF_LEN: usize = 1 << 20;
+
+fn direct_rows<T: DirectContender + 'static>(scenarios: &mut Vec<Scenario>, clock: &str, contender: T) {
+    let contender = std::rc::Rc::new(contender);
+    let name = contender.name().to_owned();
+    let allowed = contender.clone();
+    scenarios.push((
+        format!("direct/{clock}/{name}/allowed"),
+        Box::new(move |decisions| {
+            let mut left = decisions;
+            while left > 0 {
+                let limiter = allowed.allowed();
+                let n = left.min(ALLOWED_RUN);
+                decide_direct(&limiter, n);
+                assert!(
+                    T::Limiter::admitted(&limiter.check()),
+                    "the allowed path must stay allowed"
+                );
+                left -= n;
+            }
+        }),
+    ));
+    scenarios.push((
+        format!("direct/{clock}/{name}/denied"),
+        Box::new(move |decisions| {
+            let limiter = contender.denied();
+            decide_direct(&limiter, decisions);
+            assert!(
+                !T::Limiter::admitted(&limiter.check()),
+                "the denied path must refuse"
+            );
+        }),
+    ));
+}
+
+fn floor_row<L: Direct + 'static>(scenarios: &mut Vec<Scenario>, name: String, limiter: L) {
+    scenarios.push((
+        name,
+        Box::new(move |decisions| {
+            decide_direct(&limiter, decisions);
+        }),
+    ));
+}
+
+fn direct_clock<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock_name: &str, clock: C) {
+    floor_row(
+        scenarios,
+        format!("direct/{clock_name}/floor/clock_read"),
+        ClockRead(clock.clone()),
+    );
+    floor_row(
+        scenarios,
+        format!("direct/{clock_name}/floor/clock_read+load+cas"),
+        ClockReadLoadCas::new(clock.clone()),
+    );
+    direct_rows(scenarios, clock_name, tollgate_token_bucket(clock.clone()));
+    direct_rows(scenarios, clock_name, tollgate_leaky_bucket(clock.clone()));
+    direct_rows(scenarios, clock_name, tollgate_fixed_window(clock.clone()));
+    direct_rows(scenarios, clock_name, tollgate_sliding_window(clock.clone()));
+    direct_rows(scenarios, clock_name, TollgateLog(clock));
+}
+
+fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock: &str, contender: C) {
+    let contender = std::rc::Rc::new(contender);
+    let name = C::NAME;
+    let hot = contender.clone();
+    scenarios.push((
+        format!("keyed/{clock}/hot_key/{name}"),
+        Box::new(move |decisions| {
+            let limiter = hot.filled(10_000, 1);
+            decide_in_turn(&limiter, decisions, 0, 1);
+        }),
+    ));
+    for keys in KEY_COUNTS {
+        let round = contender.clone();
+        scenarios.push((
+            format!("keyed/{clock}/round_robin/{name}/{keys}"),
+            Box::new(move |decisions| {
+                let limiter = round.filled(keys as usize, keys);
+                decide_in_turn(&limiter, decisions, 0, keys);
+            }),
+        ));
+        let zipf = contender.clone();
+        scenarios.push((
+            format!("keyed/{clock}/zipf/{name}/{keys}"),
+            Box::new(move |decisions| {
+                let sequence = zipf_sequence(keys, ZIPF_LEN);
+                let limiter = zipf.filled(keys as usize, keys);
+                decide_in_sequence(&limiter, decisions, &sequence, &mut 0);
+            }),
+        ));
+    }
+    let insert = contender;
+    scenarios.push((
+        format!("keyed/{clock}/insert/{name}"),
+        Box::new(move |decisions| {
+            // `decisions` fresh keys into a limiter built for that many: empty to full.
+            let limiter = insert.build(decisions as usize);
+            decide_each_once(&limiter, decisions);
+            assert_eq!(
+                limiter.keys() as u64,
+                decisions,
+                "every fresh key must be inserted"
+            );
+        }),
+    ));
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let mut scenarios = Vec::new();
+    floor_row(&mut scenarios, "direct/loop/nothing".to_owned(), Nothing);
+
+    direct_clock(&mut scenarios, "precise", PreciseClock::new());
+    floor_row(
+        &mut scenarios,
+        "direct/precise/floor/std_instant_now".to_owned(),
+        InstantRead,
+    );
+    floor_row(
+        &mut scenarios,
+        "direct/precise/floor/governor_clock_read".to_owned(),
+        GovernorClockRead::new(QuantaClock::default()),
+    );
+    direct_rows(&mut scenarios, "precise", GovernorDirect(QuantaClock::default()));
+    direct_rows(
+        &mut scenarios,
+        "precise",
+        RatelimitDirect::new("ratelimit", || TollgateElapsed::new(PreciseClock::new())),
+    );
+    direct_rows(
+        &mut scenarios,
+        "precise",
+        RatelimitDirect::new("ratelimit_std", ratelimit::StdClock::new),
+    );
+    direct_rows(&mut scenarios, "precise", SeedDirect);
+    keyed_rows(
+        &mut scenarios,
+        "precise",
+        TollgateKeyed::long_lived(PreciseClock::new()),
+    );
+    keyed_rows(
+        &mut scenarios,
+        "precise",
+        GovernorKeyed::long_lived(QuantaClock::default()),
+    );
+
+    direct_clock(&mut scenarios, "coarse", CoarseClock::new());
+    direct_rows(
+        &mut scenarios,
+        "coarse",
+        RatelimitDirect::new("ratelimit", || TollgateElapsed::new(CoarseClock::new())),
+    );
+    // governor's upkeep thread (its quanta 0.12, separate from tollgate's), at tollgate's interval.
+    let upkeep = QuantaUpkeepClock::from_interval(COARSE_UPKEEP_INTERVAL)
+        .expect("governor's quanta upkeep thread starts");
+    floor_row(
+        &mut scenarios,
+        "direct/coarse/floor/governor_clock_read".to_owned(),
+        GovernorClockRead::new(upkeep.clone()),
+    );
+    direct_rows(&mut scenarios, "coarse", GovernorDirect(upkeep.clone()));
+    keyed_rows(
+        &mut scenarios,
+        "coarse",
+        TollgateKeyed::long_lived(CoarseClock::new()),
+    );
+    keyed_rows(&mut scenarios, "coarse", GovernorKeyed::long_lived(upkeep));
+    scenarios
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let all = scenarios();
+    if args.first().map(String::as_str) == Some("list") {
+        for (name, _) in &all {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let (Some(wanted), Some(Ok(decisions))) = (args.first(), args.get(1).map(|n| n.parse::<u64>())) else {
+        eprintln!("usage: instructions list | instructions SCENARIO DECISIONS");
+        return ExitCode::FAILURE;
+    };
+    match all.iter().find(|(name, _)| name == wanted) {
+        Some((_, run)) => {
+            run(decisions);
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("no scenario {wanted:?}; `instructions list` lists them");
+            ExitCode::FAILURE
+        }
+    }
+}
