@@ -44,6 +44,9 @@ impl<C: Clock + ?Sized> Clock for &C {
 #[derive(Debug)]
 struct Origin {
     clock: quanta::Clock,
+    /// The clock's raw counter at the anchor (the precise clock measures from it).
+    raw: u64,
+    /// The same moment as an instant (the coarse clock, which reads instants, measures from it).
     instant: quanta::Instant,
     unix_nanos: u64,
 }
@@ -53,17 +56,28 @@ impl Origin {
         static ORIGIN: OnceLock<Origin> = OnceLock::new();
         ORIGIN.get_or_init(|| {
             let clock = quanta::Clock::new();
-            let instant = clock.now();
+            let raw = clock.raw();
+            let instant = clock.scaled(raw);
             // A system clock set before 1970 is treated as the epoch itself.
             let since_epoch = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default();
             Origin {
                 clock,
+                raw,
                 instant,
                 unix_nanos: duration_to_nanos_saturating(since_epoch),
             }
         })
+    }
+
+    /// The clock's current reading on the UNIX timeline, scaled from the raw counter straight
+    /// to nanoseconds (no `Duration` on the way: that conversion cost as much as the read). A
+    /// reading before the origin (cross-core skew) reads as the origin.
+    #[inline]
+    fn now(&self) -> Timestamp {
+        let since = self.clock.delta_as_nanos(self.raw, self.clock.raw());
+        Timestamp::from_nanos(self.unix_nanos.saturating_add(since))
     }
 
     /// A quanta instant on the UNIX timeline. An instant before the origin (which quanta's
