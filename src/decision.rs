@@ -16,9 +16,10 @@ pub enum Outcome {
     /// Keyed limiters only: the request is refused because the table has no room for a new key
     /// and its policy is [`WhenFull::Refuse`](crate::WhenFull::Refuse) (fail closed).
     TableFull,
-    /// Keyed limiters only: the request may proceed, but it was not counted, because the table
-    /// has no room for a new key and its policy is [`WhenFull::Admit`](crate::WhenFull::Admit)
-    /// (fail open).
+    /// The request may proceed, but it was not counted (fail open): a keyed limiter's table had
+    /// no room for a new key and its policy is [`WhenFull::Admit`](crate::WhenFull::Admit), or
+    /// (feature `redis`) a distributed limiter could not reach its store and its policy is to
+    /// fail open.
     AllowedUntracked,
 }
 

@@ -53,6 +53,8 @@ mod cell;
 pub mod clock;
 mod decision;
 mod direct;
+#[cfg(feature = "redis")]
+pub mod distributed;
 mod divisor;
 mod error;
 mod keyed;

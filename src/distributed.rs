@@ -1,0 +1,38 @@
+//! A limiter shared by a fleet: every decision is one atomic Lua script on a Redis server
+//! (feature `redis`).
+//!
+//! [`RedisLimiter`] runs any of the core's algorithms ([`RedisAlgorithm`]: token bucket,
+//! leaky bucket shaper, fixed window, sliding window counter, sliding window log), configured
+//! from the same [`Quota`](crate::Quota) as a local limiter, and answers the same
+//! [`Decision`](crate::Decision), wrapped in a [`RedisDecision`] that says which path decided.
+//!
+//! - **One round trip** per decision: `EVALSHA` of the algorithm's script, atomic on the
+//!   server, in integer microseconds (no floats in any decision).
+//! - **Time**: the server's `TIME` by default, so instances with skewed clocks share one
+//!   timeline; or the caller's clock ([`TimeSource`]).
+//! - **Keys**: `{prefix}{{key}}:{algorithm}`: one hash tag per limit (Redis Cluster), and an
+//!   expiry at the instant the state becomes the same as a fresh key's, so Redis holds only the
+//!   keys that are being limited.
+//! - **Failures**: a per-decision deadline, a connection that reconnects by itself, and a
+//!   [`FailurePolicy`] chosen at construction (fail open, fail closed, or a local fallback).
+//!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while
+//!   one probe per pause checks whether Redis is back.
+//!
+//! The scripts, the key layout, the time modes and their precision, and what bounds the speed
+//! are in `docs/distributed.md`.
+
+mod algorithm;
+mod breaker;
+mod error;
+mod limiter;
+mod policy;
+mod reply;
+mod time;
+
+pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT};
+pub use error::{RedisCheckError, RedisConfigError};
+pub use limiter::{
+    RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,
+};
+pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
+pub use time::TimeSource;

@@ -1,0 +1,260 @@
+//! Which algorithm a distributed limiter runs, and its parameters turned into the integer
+//! microseconds of its Lua script, checked once at construction.
+
+use std::time::Duration;
+
+use redis::Script;
+
+use super::error::RedisConfigError;
+use crate::algorithm::Algorithm;
+use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
+
+/// The largest span (a tolerance, a window, `limit * window`) a script may hold, in
+/// microseconds: 2^51, so that adding a time below [`MAX_TIME_MICROS`] stays below 2^53, the
+/// end of the integers a Lua number (a double) holds exactly.
+pub(crate) const MAX_SPAN_MICROS: u64 = 1 << 51;
+
+/// Times at or after this many microseconds since the epoch (2^52, the year 2112) are refused.
+pub(crate) const MAX_TIME_MICROS: u64 = 1 << 52;
+
+/// The largest limit of a sliding log kept in Redis: one list entry per unit, and a request of
+/// weight `n` pushes `n` entries in one script (which Redis runs alone).
+pub const MAX_LOG_LIMIT: u64 = 1 << 16;
+
+/// The algorithm a [`RedisLimiter`](super::RedisLimiter) runs: one of the core's
+/// configurations, built from a [`Quota`](crate::Quota) exactly as for a local limiter.
+///
+/// ```
+/// use tollgate::distributed::RedisAlgorithm;
+/// use tollgate::{SlidingWindow, TokenBucket};
+///
+/// let bucket: RedisAlgorithm = TokenBucket::new("10/s burst 20".parse()?)?.into();
+/// let window: RedisAlgorithm = SlidingWindow::new("100/min".parse()?)?.into();
+/// assert_eq!(bucket.capacity(), 20);
+/// assert_eq!(window.capacity(), 100);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisAlgorithm {
+    /// [`TokenBucket`], by GCRA: the key holds the theoretical arrival time.
+    TokenBucket(TokenBucket),
+    /// [`LeakyBucket`] shaper, by GCRA: the key holds the time the queue is empty.
+    LeakyBucket(LeakyBucket),
+    /// [`FixedWindow`]: the key holds the window index and its count.
+    FixedWindow(FixedWindow),
+    /// [`SlidingWindow`] counter: the key holds the window index and both counts.
+    SlidingWindow(SlidingWindow),
+    /// [`SlidingLog`]: the key holds a list of admission times, one entry per unit, at most
+    /// [`MAX_LOG_LIMIT`] of them.
+    SlidingLog(SlidingLog),
+}
+
+impl From<TokenBucket> for RedisAlgorithm {
+    fn from(algorithm: TokenBucket) -> Self {
+        RedisAlgorithm::TokenBucket(algorithm)
+    }
+}
+
+impl From<LeakyBucket> for RedisAlgorithm {
+    fn from(algorithm: LeakyBucket) -> Self {
+        RedisAlgorithm::LeakyBucket(algorithm)
+    }
+}
+
+impl From<FixedWindow> for RedisAlgorithm {
+    fn from(algorithm: FixedWindow) -> Self {
+        RedisAlgorithm::FixedWindow(algorithm)
+    }
+}
+
+impl From<SlidingWindow> for RedisAlgorithm {
+    fn from(algorithm: SlidingWindow) -> Self {
+        RedisAlgorithm::SlidingWindow(algorithm)
+    }
+}
+
+impl From<SlidingLog> for RedisAlgorithm {
+    fn from(algorithm: SlidingLog) -> Self {
+        RedisAlgorithm::SlidingLog(algorithm)
+    }
+}
+
+impl RedisAlgorithm {
+    /// The heaviest single request that can ever pass (as for the local limiter).
+    pub fn capacity(&self) -> u64 {
+        match self {
+            RedisAlgorithm::TokenBucket(a) => a.capacity(),
+            RedisAlgorithm::LeakyBucket(a) => a.capacity(),
+            RedisAlgorithm::FixedWindow(a) => a.capacity(),
+            RedisAlgorithm::SlidingWindow(a) => a.capacity(),
+            RedisAlgorithm::SlidingLog(a) => a.limit(),
+        }
+    }
+
+    /// The algorithm's name, as error messages say it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RedisAlgorithm::TokenBucket(_) => "token bucket",
+            RedisAlgorithm::LeakyBucket(_) => "leaky bucket",
+            RedisAlgorithm::FixedWindow(_) => "fixed window counter",
+            RedisAlgorithm::SlidingWindow(_) => "sliding window counter",
+            RedisAlgorithm::SlidingLog(_) => "sliding window log",
+        }
+    }
+
+    /// The Lua source of the algorithm's script (for inspection and benchmarks).
+    pub fn script_source(&self) -> &'static str {
+        match self {
+            RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_) => GCRA_SCRIPT,
+            RedisAlgorithm::FixedWindow(_) => FIXED_WINDOW_SCRIPT,
+            RedisAlgorithm::SlidingWindow(_) => SLIDING_WINDOW_SCRIPT,
+            RedisAlgorithm::SlidingLog(_) => SLIDING_LOG_SCRIPT,
+        }
+    }
+
+    /// The script and its parameters, after checking that every intermediate value stays an
+    /// exact integer in Lua.
+    pub(crate) fn program(&self) -> Result<Program, RedisConfigError> {
+        let name = self.name();
+        let (suffix, params, reader) = match *self {
+            RedisAlgorithm::TokenBucket(a) => {
+                let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
+                let bucket = TokenBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
+                ("tb", params, Reader::TokenBucket(bucket))
+            }
+            RedisAlgorithm::LeakyBucket(a) => {
+                let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
+                let shaper = LeakyBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
+                ("lb", params, Reader::LeakyBucket(shaper))
+            }
+            RedisAlgorithm::FixedWindow(a) => {
+                let window = whole_micros(name, a.window())?;
+                let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
+                ("fw", [window, limit], Reader::FixedWindow { limit })
+            }
+            RedisAlgorithm::SlidingWindow(a) => {
+                let window = whole_micros(name, a.window())?;
+                let limit = at_most(
+                    name,
+                    "limit (limit * window)",
+                    a.limit(),
+                    MAX_SPAN_MICROS / window,
+                )?;
+                ("sw", [window, limit], Reader::SlidingWindow(a))
+            }
+            RedisAlgorithm::SlidingLog(a) => {
+                let window = whole_micros(name, a.window())?;
+                if a.limit() > MAX_LOG_LIMIT {
+                    return Err(RedisConfigError::LogTooLarge {
+                        limit: a.limit(),
+                        max: MAX_LOG_LIMIT,
+                    });
+                }
+                ("log", [window, a.limit()], Reader::Log)
+            }
+        };
+        Ok(Program {
+            script: Script::new(self.script_source()),
+            suffix,
+            params,
+            reader,
+            capacity: self.capacity(),
+        })
+    }
+}
+
+/// A validated script call: the script, the key suffix, the two parameters after the three
+/// common arguments (`now`, `cost`, `peek`), and how to read the reply.
+#[derive(Clone, Debug)]
+pub(crate) struct Program {
+    pub(crate) script: Script,
+    pub(crate) suffix: &'static str,
+    pub(crate) params: [u64; 2],
+    pub(crate) reader: Reader,
+    pub(crate) capacity: u64,
+}
+
+/// How a script's reply becomes a [`Decision`](crate::Decision) (see `reply.rs`): the
+/// buckets and the sliding window rebuild the state the script decided on and run the core's
+/// own arithmetic on it, with the parameters the script used.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reader {
+    /// The bucket, with its interval rounded to whole microseconds as the script runs it.
+    TokenBucket(TokenBucket),
+    /// The shaper, likewise.
+    LeakyBucket(LeakyBucket),
+    FixedWindow {
+        limit: u64,
+    },
+    SlidingWindow(SlidingWindow),
+    /// The log's script computes the whole decision.
+    Log,
+}
+
+pub(crate) const GCRA_SCRIPT: &str = include_str!("gcra.lua");
+pub(crate) const FIXED_WINDOW_SCRIPT: &str = include_str!("fixed_window.lua");
+pub(crate) const SLIDING_WINDOW_SCRIPT: &str = include_str!("sliding_window.lua");
+pub(crate) const SLIDING_LOG_SCRIPT: &str = include_str!("sliding_log.lua");
+
+/// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
+/// admits more than the local one) and `burst * T`; and the quota the client reads replies
+/// with, at that same interval.
+fn gcra(name: &'static str, interval: Duration, burst: u64) -> Result<([u64; 2], Quota), RedisConfigError> {
+    let interval = ceil_micros(interval);
+    let interval = at_most(
+        name,
+        "emission interval (microseconds)",
+        interval,
+        MAX_SPAN_MICROS,
+    )?;
+    let burst = at_most(name, "burst (burst * T)", burst, MAX_SPAN_MICROS / interval)?;
+    let quota = Quota::new(1, Duration::from_micros(interval))
+        .and_then(|quota| quota.with_burst(burst))
+        .map_err(|_| too_large(name, burst, [interval, 0]))?;
+    Ok(([interval, burst * interval], quota))
+}
+
+/// Unreachable once `gcra` has bounded `burst * T` by 2^51 µs (the core's buckets take up to
+/// 2^64 ns); an error all the same, never a panic.
+fn too_large(algorithm: &'static str, burst: u64, [interval, _]: [u64; 2]) -> RedisConfigError {
+    RedisConfigError::BeyondExactIntegers {
+        algorithm,
+        parameter: "burst (burst * T)",
+        value: burst,
+        max: MAX_SPAN_MICROS / interval.max(1),
+    }
+}
+
+fn ceil_micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
+}
+
+fn whole_micros(algorithm: &'static str, window: Duration) -> Result<u64, RedisConfigError> {
+    if !window.subsec_nanos().is_multiple_of(1_000) {
+        return Err(RedisConfigError::NotWholeMicros { algorithm, window });
+    }
+    at_most(
+        algorithm,
+        "window (microseconds)",
+        ceil_micros(window),
+        MAX_SPAN_MICROS,
+    )
+}
+
+fn at_most(
+    algorithm: &'static str,
+    parameter: &'static str,
+    value: u64,
+    max: u64,
+) -> Result<u64, RedisConfigError> {
+    if value > max {
+        return Err(RedisConfigError::BeyondExactIntegers {
+            algorithm,
+            parameter,
+            value,
+            max,
+        });
+    }
+    Ok(value)
+}

@@ -1,0 +1,159 @@
+//! The distributed limiter's typed errors: refused configurations, and the decisions it cannot
+//! make whatever the failure policy says.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{CostTooLarge, Timestamp};
+
+/// A distributed limiter that tollgate refuses to build.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisConfigError {
+    /// The Redis URL could not be parsed.
+    InvalidUrl(redis::RedisError),
+    /// A window is not a whole number of microseconds, the unit of the scripts (and of the
+    /// server's `TIME`); its boundaries would fall elsewhere than a local limiter's.
+    NotWholeMicros {
+        /// The algorithm asked for.
+        algorithm: &'static str,
+        /// The window asked for.
+        window: Duration,
+    },
+    /// A quantity of the algorithm's script would reach past 2^51 microseconds (about 71
+    /// years), so that adding a time (below 2^52 µs) could reach 2^53, where Lua's numbers
+    /// (doubles) stop holding every integer exactly.
+    BeyondExactIntegers {
+        /// The algorithm asked for.
+        algorithm: &'static str,
+        /// The parameter that is too large, and the product that bounds it.
+        parameter: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// The largest value that keeps every intermediate product below 2^53.
+        max: u64,
+    },
+    /// A sliding log whose limit exceeds what one Redis key holds: one list entry per unit, and
+    /// a request of weight `n` writes `n` entries in one script, which Redis runs alone.
+    LogTooLarge {
+        /// The limit asked for.
+        limit: u64,
+        /// The largest limit a Redis sliding log accepts.
+        max: u64,
+    },
+    /// A key prefix with a brace: it would move the hash tag (`{key}`) that keeps a limit's keys
+    /// in one Redis Cluster slot.
+    BraceInPrefix {
+        /// The prefix asked for.
+        prefix: String,
+    },
+    /// A per-decision deadline of zero: no decision could ever reach Redis.
+    ZeroDeadline,
+}
+
+impl fmt::Display for RedisConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisConfigError::InvalidUrl(error) => write!(f, "invalid Redis URL: {error}"),
+            RedisConfigError::NotWholeMicros { algorithm, window } => write!(
+                f,
+                "the {algorithm}'s window of {window:?} is not a whole number of microseconds, the unit of the Redis scripts"
+            ),
+            RedisConfigError::BeyondExactIntegers {
+                algorithm,
+                parameter,
+                value,
+                max,
+            } => write!(
+                f,
+                "the {algorithm}'s {parameter} of {value} is too large for exact integers in Lua (doubles, exact below 2^53): at most {max}"
+            ),
+            RedisConfigError::LogTooLarge { limit, max } => write!(
+                f,
+                "a sliding log of limit {limit} is too large for one Redis key (one entry per unit): at most {max}"
+            ),
+            RedisConfigError::BraceInPrefix { prefix } => write!(
+                f,
+                "the key prefix {prefix:?} contains a brace, which would move the hash tag of every key"
+            ),
+            RedisConfigError::ZeroDeadline => f.write_str("the per-decision deadline must be longer than zero"),
+        }
+    }
+}
+
+impl std::error::Error for RedisConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisConfigError::InvalidUrl(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A decision the distributed limiter refuses to make, whatever its failure policy: the
+/// request itself, or the data in Redis, is wrong, and no fallback would make it right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisCheckError {
+    /// The request weighs more than the limiter's capacity: it could never pass. Redis is not
+    /// asked.
+    CostTooLarge(CostTooLarge),
+    /// The key holds a value of another Redis type (a list where a string was expected, ...):
+    /// something else writes under this key prefix.
+    WrongType {
+        /// The key in Redis.
+        key: String,
+    },
+    /// The key holds a string that is not this algorithm's state (another algorithm, or another
+    /// program, writes under this key prefix).
+    CorruptState {
+        /// The key in Redis.
+        key: String,
+    },
+    /// A client-supplied time at or after 2^52 microseconds since the epoch (the year 2112),
+    /// past which the scripts' arithmetic would not stay exact.
+    TimeOutOfRange {
+        /// The time the clock gave.
+        now: Timestamp,
+    },
+}
+
+impl From<CostTooLarge> for RedisCheckError {
+    fn from(error: CostTooLarge) -> Self {
+        RedisCheckError::CostTooLarge(error)
+    }
+}
+
+impl fmt::Display for RedisCheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisCheckError::CostTooLarge(error) => error.fmt(f),
+            RedisCheckError::WrongType { key } => {
+                write!(
+                    f,
+                    "the Redis key {key:?} holds a value of another type than this limiter's state"
+                )
+            }
+            RedisCheckError::CorruptState { key } => {
+                write!(
+                    f,
+                    "the Redis key {key:?} holds a string that is not this limiter's state"
+                )
+            }
+            RedisCheckError::TimeOutOfRange { now } => write!(
+                f,
+                "a time of {} ns since the epoch is past the range of the Redis scripts (2^52 microseconds)",
+                now.as_nanos()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RedisCheckError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisCheckError::CostTooLarge(error) => Some(error),
+            _ => None,
+        }
+    }
+}

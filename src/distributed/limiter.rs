@@ -1,0 +1,298 @@
+//! The distributed limiter: one script call per decision over one multiplexed, self-healing
+//! connection, with a deadline and a failure policy.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ErrorKind, RedisError, Value};
+
+use super::algorithm::{Program, RedisAlgorithm};
+use super::breaker::Breaker;
+use super::error::{RedisCheckError, RedisConfigError};
+use super::policy::{Failure, FailurePolicy, RedisDecision};
+use super::reply;
+use super::time::TimeSource;
+use crate::clock::Clock;
+use crate::CostTooLarge;
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "tollgate:";
+/// The default per-decision deadline.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
+/// How long, by default, decisions skip Redis after it failed (one probe goes through per
+/// interval).
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A rate limiter shared by every process that uses the same Redis, key prefix and algorithm.
+///
+/// Each decision is **one round trip**: an `EVALSHA` of the algorithm's Lua script (loaded
+/// again by itself after a `NOSCRIPT`, as after a server restart), which reads and writes the
+/// key's state atomically in integer arithmetic, and answers the same [`Decision`](crate::Decision)
+/// a local limiter would ([`RedisDecision::decision`]). The key in Redis is
+/// `{prefix}{{key}}:{algorithm}`, so every key of a limit shares one hash tag (Redis Cluster),
+/// and it expires as soon as its state is the same as a fresh key's.
+///
+/// The connection is a redis-rs [`ConnectionManager`]: one multiplexed connection, shared by
+/// every concurrent decision, that reconnects by itself. A decision that gets no answer within
+/// the deadline, or gets a connection or server error, is answered by the [`FailurePolicy`],
+/// and [`RedisDecision::decided_by`] says so. A key that holds a foreign value is a typed
+/// [`RedisCheckError`], never a panic.
+///
+/// Must be built and used inside a tokio runtime.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter};
+/// use tollgate::TokenBucket;
+///
+/// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = RedisLimiter::builder(
+///     "redis://127.0.0.1:6379/",
+///     TokenBucket::new("10/s burst 20".parse()?)?,
+///     FailurePolicy::FailClosed { retry_after: Duration::from_secs(1) },
+/// )
+/// .connect()
+/// .await?;
+/// let answer = limiter.check("client-192.0.2.1").await?;
+/// if answer.is_allowed() {
+///     // serve the request
+/// } else {
+///     // 429, Retry-After: answer.decision.retry_after()
+/// }
+/// assert_eq!(answer.decided_by, DecidedBy::Redis);
+/// # Ok(())
+/// # }
+/// ```
+pub struct RedisLimiter {
+    connection: ConnectionManager,
+    program: Program,
+    prefix: String,
+    time: TimeSource,
+    deadline: Duration,
+    policy: FailurePolicy,
+    breaker: Breaker,
+}
+
+impl RedisLimiter {
+    /// Starts building a limiter on the Redis at `url` (`redis://host:port/db`), running
+    /// `algorithm`, answering by `policy` when Redis does not.
+    pub fn builder(
+        url: impl Into<String>,
+        algorithm: impl Into<RedisAlgorithm>,
+        policy: FailurePolicy,
+    ) -> RedisLimiterBuilder {
+        RedisLimiterBuilder {
+            url: url.into(),
+            algorithm: algorithm.into(),
+            policy,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            time: TimeSource::Server,
+            deadline: DEFAULT_DEADLINE,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+        }
+    }
+
+    /// Decides one request of weight 1 for `key`, and counts it if admitted.
+    ///
+    /// # Errors
+    /// See [`check_n`](Self::check_n).
+    pub async fn check(&self, key: &str) -> Result<RedisDecision, RedisCheckError> {
+        self.decide(key, 1, false).await
+    }
+
+    /// Decides one request of weight `cost` for `key`, and counts it if admitted.
+    ///
+    /// # Errors
+    /// [`RedisCheckError::CostTooLarge`] when `cost` exceeds the [capacity](Self::capacity)
+    /// (Redis is not asked); [`RedisCheckError::WrongType`] or
+    /// [`RedisCheckError::CorruptState`] when the key holds something else than this limiter's
+    /// state; [`RedisCheckError::TimeOutOfRange`] for a client time past 2^52 µs. Redis being
+    /// unreachable or slow is not an error: the failure policy answers.
+    pub async fn check_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
+        self.decide(key, cost, false).await
+    }
+
+    /// What [`check`](Self::check) would answer, without counting anything.
+    ///
+    /// # Errors
+    /// As for [`check_n`](Self::check_n).
+    pub async fn peek(&self, key: &str) -> Result<RedisDecision, RedisCheckError> {
+        self.decide(key, 1, true).await
+    }
+
+    /// What [`check_n`](Self::check_n) would answer, without counting anything.
+    ///
+    /// # Errors
+    /// As for [`check_n`](Self::check_n).
+    pub async fn peek_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
+        self.decide(key, cost, true).await
+    }
+
+    /// The heaviest request that can ever pass.
+    pub fn capacity(&self) -> u64 {
+        self.program.capacity
+    }
+
+    /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{}{{{key}}}:{}", self.prefix, self.program.suffix)
+    }
+
+    /// The per-decision deadline.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    async fn decide(&self, key: &str, cost: u64, peek: bool) -> Result<RedisDecision, RedisCheckError> {
+        CostTooLarge::check(cost, self.program.capacity)?;
+        let now = self.time.now_argument()?;
+        let redis_key = self.redis_key(key);
+        let mut call = self.program.script.prepare_invoke();
+        call.key(&redis_key).arg(now).arg(cost).arg(u8::from(peek));
+        call.arg(self.program.params[0]).arg(self.program.params[1]);
+        let failure = if self.breaker.should_ask() {
+            let mut connection = self.connection.clone();
+            let answer =
+                tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
+            let failure = match answer {
+                Ok(Ok(reply)) => match reply::decision(&self.program.reader, &reply, cost) {
+                    Some(decision) => {
+                        self.breaker.succeeded();
+                        return Ok(RedisDecision::by_redis(decision));
+                    }
+                    None => Failure::Reply,
+                },
+                Ok(Err(error)) => classify(&error, redis_key).inspect_err(|_| {
+                    // Redis answered (about the key's content): it is up.
+                    self.breaker.succeeded();
+                })?,
+                Err(_elapsed) => Failure::Timeout,
+            };
+            if matches!(failure, Failure::Timeout | Failure::Connection) {
+                self.breaker.failed();
+            }
+            failure
+        } else {
+            Failure::RecentlyDown
+        };
+        let (decision, decided_by) = self.policy.decide(key, cost, peek, self.program.capacity);
+        Ok(RedisDecision {
+            decision,
+            decided_by,
+            failure: Some(failure),
+        })
+    }
+}
+
+/// Splits Redis errors into the typed errors about the key's content, which no policy fixes,
+/// and the failures the policy answers.
+fn classify(error: &RedisError, key: String) -> Result<Failure, RedisCheckError> {
+    match error.code() {
+        Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
+        Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
+        _ => {}
+    }
+    Ok(match error.kind() {
+        ErrorKind::Server(_) => Failure::Server,
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Failure::Reply,
+        _ => Failure::Connection,
+    })
+}
+
+impl fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("prefix", &self.prefix)
+            .field("algorithm", &self.program.suffix)
+            .field("capacity", &self.program.capacity)
+            .field("time", &self.time)
+            .field("deadline", &self.deadline)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`RedisLimiter`]; see [`RedisLimiter::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `connect` is awaited"]
+pub struct RedisLimiterBuilder {
+    url: String,
+    algorithm: RedisAlgorithm,
+    policy: FailurePolicy,
+    prefix: String,
+    time: TimeSource,
+    deadline: Duration,
+    probe_interval: Duration,
+}
+
+impl RedisLimiterBuilder {
+    /// The prefix of every key ([`DEFAULT_PREFIX`] unless set). Limits that must not share
+    /// counts need distinct prefixes; it may not contain a brace.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Times decisions by `clock` instead of the server's `TIME` (see [`TimeSource`]).
+    pub fn client_time(self, clock: impl Clock + 'static) -> Self {
+        self.time(TimeSource::client(clock))
+    }
+
+    /// Where `now` comes from ([`TimeSource::Server`] unless set).
+    pub fn time(mut self, time: TimeSource) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// How long a decision waits for Redis before the failure policy answers
+    /// ([`DEFAULT_DEADLINE`] unless set).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// After a timeout or a connection failure, how long decisions go straight to the failure
+    /// policy without asking Redis, except one probe per interval ([`DEFAULT_PROBE_INTERVAL`]
+    /// unless set). While Redis is down, requests then wait for nothing instead of the deadline.
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval;
+        self
+    }
+
+    /// Validates the configuration and sets up the connection. The connection is made lazily:
+    /// a limiter built while Redis is down answers by its failure policy until Redis is back.
+    ///
+    /// # Errors
+    /// [`RedisConfigError`]: an invalid URL, a prefix with a brace, a zero deadline, a window
+    /// that is not whole microseconds, or parameters past exact integers in Lua.
+    pub async fn connect(self) -> Result<RedisLimiter, RedisConfigError> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::BraceInPrefix { prefix: self.prefix });
+        }
+        if self.deadline.is_zero() {
+            return Err(RedisConfigError::ZeroDeadline);
+        }
+        let program = self.algorithm.program()?;
+        let client = Client::open(self.url.as_str()).map_err(RedisConfigError::InvalidUrl)?;
+        let config = ConnectionManagerConfig::new()
+            // Retry soon after a restart; the deadline, not the backoff, bounds each decision.
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(500))
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            // Answers later than the deadline are dropped, so that a hung server does not pile up
+            // requests in the connection.
+            .set_response_timeout(Some(self.deadline));
+        let connection =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(RedisConfigError::InvalidUrl)?;
+        Ok(RedisLimiter {
+            connection,
+            program,
+            prefix: self.prefix,
+            time: self.time,
+            deadline: self.deadline,
+            policy: self.policy,
+            breaker: Breaker::new(self.probe_interval),
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! What a distributed limiter answers when Redis cannot: the failure policy, chosen at
+//! construction, and the answer's record of which path decided.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algorithm::Algorithm;
+use crate::clock::Clock;
+use crate::time::duration_to_nanos_saturating;
+use crate::{CostTooLarge, Decision, DirectLimiter, KeyedLimiter, KeyedLogLimiter, LogLimiter};
+
+/// What a [`RedisLimiter`](super::RedisLimiter) answers when Redis does not (down, restarting,
+/// slower than the deadline, or answering an error of its own).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Admit every request, uncounted
+    /// ([`Outcome::AllowedUntracked`](crate::Outcome::AllowedUntracked), remaining
+    /// `capacity - cost`): the service stays up, unprotected, while Redis is away.
+    FailOpen,
+    /// Refuse every request ([`Outcome::Denied`](crate::Outcome::Denied), remaining 0), with this
+    /// retry-after: no quota is ever exceeded, and nothing is served while Redis is away.
+    FailClosed {
+        /// The retry-after each refusal reports.
+        retry_after: Duration,
+    },
+    /// Decide with a local tollgate limiter, typically a keyed one configured with this
+    /// instance's share of the quota (the quota divided by the fleet's size).
+    Fallback(Arc<dyn LocalFallback>),
+}
+
+impl FailurePolicy {
+    /// [`FailurePolicy::Fallback`] to `limiter`.
+    pub fn fallback(limiter: impl LocalFallback + 'static) -> FailurePolicy {
+        FailurePolicy::Fallback(Arc::new(limiter))
+    }
+
+    /// The answer when Redis did not give one.
+    pub(crate) fn decide(&self, key: &str, cost: u64, peek: bool, capacity: u64) -> (Decision, DecidedBy) {
+        match self {
+            FailurePolicy::FailOpen => (
+                Decision::untracked(Decision::allowed(capacity - cost, 0, 0)),
+                DecidedBy::FailOpen,
+            ),
+            FailurePolicy::FailClosed { retry_after } => (
+                Decision::denied(0, duration_to_nanos_saturating(*retry_after), 0),
+                DecidedBy::FailClosed,
+            ),
+            FailurePolicy::Fallback(local) => {
+                let decision = if peek {
+                    local.peek_n(key, cost)
+                } else {
+                    local.check_n(key, cost)
+                };
+                // A request heavier than the local limiter's capacity (a share of the quota)
+                // cannot pass it while Redis is away.
+                let decision = decision.unwrap_or(Decision::denied(0, u64::MAX, 0));
+                (decision, DecidedBy::Fallback)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailurePolicy::FailOpen => f.write_str("FailOpen"),
+            FailurePolicy::FailClosed { retry_after } => f
+                .debug_struct("FailClosed")
+                .field("retry_after", retry_after)
+                .finish(),
+            FailurePolicy::Fallback(_) => f.write_str("Fallback(..)"),
+        }
+    }
+}
+
+/// A local limiter a [`FailurePolicy::Fallback`] decides with, per key. Implemented for the
+/// keyed limiters over `str` keys, and for the direct ones (which ignore the key).
+pub trait LocalFallback: Send + Sync {
+    /// Decides a request of weight `cost` for `key`, and counts it if admitted.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`] when `cost` exceeds the local limiter's capacity.
+    fn check_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge>;
+
+    /// What [`check_n`](Self::check_n) would answer, without counting anything.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge>;
+}
+
+impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
+    fn check_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        KeyedLimiter::check_n(self, key, cost)
+    }
+
+    fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        KeyedLimiter::peek_n(self, key, cost)
+    }
+}
+
+impl<C: Clock> LocalFallback for KeyedLogLimiter<str, C> {
+    fn check_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        KeyedLogLimiter::check_n(self, key, cost)
+    }
+
+    fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        KeyedLogLimiter::peek_n(self, key, cost)
+    }
+}
+
+impl<A: Algorithm, C: Clock> LocalFallback for DirectLimiter<A, C> {
+    fn check_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        DirectLimiter::check_n(self, cost)
+    }
+
+    fn peek_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        DirectLimiter::peek_n(self, cost)
+    }
+}
+
+impl<C: Clock> LocalFallback for LogLimiter<C> {
+    fn check_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        LogLimiter::check_n(self, cost)
+    }
+
+    fn peek_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+        LogLimiter::peek_n(self, cost)
+    }
+}
+
+/// Which path decided a distributed request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// The script on the Redis server: the fleet-wide quota.
+    Redis,
+    /// Redis did not answer; [`FailurePolicy::FailOpen`] admitted the request uncounted.
+    FailOpen,
+    /// Redis did not answer; [`FailurePolicy::FailClosed`] refused the request.
+    FailClosed,
+    /// Redis did not answer; the [`FailurePolicy::Fallback`] limiter decided.
+    Fallback,
+}
+
+/// Why Redis did not decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Failure {
+    /// No reply within the per-decision deadline (Redis slow, or reconnecting).
+    Timeout,
+    /// The connection failed (refused, reset, closed): the connection manager reconnects in the
+    /// background.
+    Connection,
+    /// Redis answered with an error of its own (loading, out of memory, read-only, busy...).
+    Server,
+    /// Redis answered something that is not a decision.
+    Reply,
+    /// Redis failed (timed out or lost the connection) less than a probe interval ago, so it
+    /// was not asked (see [`RedisLimiterBuilder::probe_interval`](super::RedisLimiterBuilder::probe_interval)).
+    RecentlyDown,
+}
+
+/// A distributed decision: the core's [`Decision`], and which path made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[must_use = "a decision that is not looked at limits nothing"]
+pub struct RedisDecision {
+    /// The answer, the same type a local limiter gives.
+    pub decision: Decision,
+    /// Which path decided.
+    pub decided_by: DecidedBy,
+    /// Why Redis did not decide (`None` when it did).
+    pub failure: Option<Failure>,
+}
+
+impl RedisDecision {
+    pub(crate) const fn by_redis(decision: Decision) -> RedisDecision {
+        RedisDecision {
+            decision,
+            decided_by: DecidedBy::Redis,
+            failure: None,
+        }
+    }
+
+    /// `true` when the request may proceed (see [`Decision::is_allowed`]).
+    pub const fn is_allowed(&self) -> bool {
+        self.decision.is_allowed()
+    }
+}

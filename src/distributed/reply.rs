@@ -1,0 +1,225 @@
+//! A script's reply read back into the core's [`Decision`].
+//!
+//! The bucket and sliding window scripts return the state they decided on (relative to `now`),
+//! and the client runs the core's own arithmetic on it, with the parameters the script used: the
+//! numbers in the decision are then the local limiter's by construction, and the script does
+//! only what must be atomic. The fixed window's numbers are two subtractions; the sliding log's
+//! script computes its whole decision.
+
+use redis::Value;
+
+use super::algorithm::Reader;
+use crate::algorithm::Algorithm;
+use crate::{Decision, Timestamp};
+
+/// Nanoseconds per microsecond.
+const MICROS: u64 = 1_000;
+
+/// The decision a script's reply encodes; `None` for a reply of another shape, or one that
+/// disagrees with the core's arithmetic (never expected: the decision then falls to the failure
+/// policy rather than trusting either side).
+pub(crate) fn decision(reader: &Reader, reply: &Value, cost: u64) -> Option<Decision> {
+    match (reader, reply) {
+        (Reader::TokenBucket(bucket), Value::Int(reply)) => {
+            gcra(bucket, micros(bucket.emission_interval())?, *reply, cost)
+        }
+        (Reader::LeakyBucket(shaper), Value::Int(reply)) => {
+            gcra(shaper, micros(shaper.emission_interval())?, *reply, cost)
+        }
+        (Reader::FixedWindow { limit }, Value::Array(items)) => {
+            let [admitted, count, until_end] = integers(items)?;
+            fixed_window(*limit, admitted, count, until_end, cost)
+        }
+        (Reader::SlidingWindow(window), Value::Array(items)) => {
+            let [admitted, previous, current, start] = integers(items)?;
+            sliding_window(window, admitted, previous, current, start, cost)
+        }
+        (Reader::Log, Value::Array(items)) => {
+            let [admitted, remaining, retry_after, reset_after] = integers(items)?;
+            log(admitted, remaining, retry_after, reset_after)
+        }
+        _ => None,
+    }
+}
+
+fn micros(duration: std::time::Duration) -> Option<u64> {
+    u64::try_from(duration.as_micros()).ok()
+}
+
+/// The `N` integers of an array reply of exactly `N` integers.
+fn integers<const N: usize>(items: &[Value]) -> Option<[i64; N]> {
+    let items: &[Value; N] = items.try_into().ok()?;
+    let mut numbers = [0; N];
+    for (number, item) in numbers.iter_mut().zip(items) {
+        let Value::Int(n) = item else {
+            return None;
+        };
+        *number = *n;
+    }
+    Some(numbers)
+}
+
+/// The GCRA reply: admitted, `tat - now + cost * T`; refused, `-1 - (tat - now)`. The bucket is
+/// rebuilt at time 0 with the TAT that far ahead, and decided again by the core.
+/// `interval` is the bucket's `T` in microseconds (a whole number: the bucket was built so).
+fn gcra(algorithm: &impl Algorithm, interval: u64, reply: i64, cost: u64) -> Option<Decision> {
+    let backlog = match u64::try_from(reply) {
+        Ok(after) => after.checked_sub(cost.checked_mul(interval)?)?,
+        Err(_) => u64::try_from(-1 - reply).ok()?,
+    };
+    let decision = algorithm
+        .decide(backlog.checked_mul(MICROS)?, Timestamp::UNIX_EPOCH, cost)
+        .decision;
+    (decision.is_allowed() == (reply >= 0)).then_some(decision)
+}
+
+fn fixed_window(limit: u64, admitted: i64, count: i64, until_end: i64, cost: u64) -> Option<Decision> {
+    let count = u64::try_from(count).ok()?;
+    let until_end = u64::try_from(until_end).ok()?.checked_mul(MICROS)?;
+    let if_counted = |count: u64| if count > 0 { until_end } else { 0 };
+    match admitted {
+        1 => {
+            let total = count.checked_add(cost).filter(|&total| total <= limit)?;
+            Some(Decision::allowed(limit - total, if_counted(total), 0))
+        }
+        0 => Some(Decision::denied(
+            limit.saturating_sub(count),
+            until_end,
+            if_counted(count),
+        )),
+        _ => None,
+    }
+}
+
+/// The sliding window reply: the counts the script decided on, and where the window starts
+/// relative to now. Rebuilt in window 2 (or later, if the clock went back past the start), and
+/// decided again by the core.
+fn sliding_window(
+    window: &crate::SlidingWindow,
+    admitted: i64,
+    previous: i64,
+    current: i64,
+    start_minus_now: i64,
+    cost: u64,
+) -> Option<Decision> {
+    let (previous, current) = (u64::try_from(previous).ok()?, u64::try_from(current).ok()?);
+    let w = micros(window.window())?;
+    // The window's start relative to now: `-elapsed`, or how far the clock went back before it.
+    let ahead = u64::try_from(start_minus_now.max(0)).ok()?;
+    let elapsed = u64::try_from(-start_minus_now.min(0)).ok()?;
+    let index = ahead.div_ceil(w).checked_add(2)?;
+    let start = index.checked_mul(w)?;
+    let now = start
+        .checked_add(elapsed)?
+        .checked_sub(ahead)?
+        .checked_mul(MICROS)?;
+    let state = window.state(index, previous, current);
+    let decision = window
+        .decide(state.raw(), Timestamp::from_nanos(now), cost)
+        .decision;
+    (decision.is_allowed() == (admitted == 1) && (admitted == 0 || admitted == 1)).then_some(decision)
+}
+
+/// The log's reply: `{admitted, remaining, retry_after_us, reset_after_us}`.
+fn log(admitted: i64, remaining: i64, retry_after: i64, reset_after: i64) -> Option<Decision> {
+    let remaining = u64::try_from(remaining).ok()?;
+    let retry_after = u64::try_from(retry_after).ok()?.checked_mul(MICROS)?;
+    let reset_after = u64::try_from(reset_after).ok()?.checked_mul(MICROS)?;
+    match admitted {
+        1 => Some(Decision::allowed(remaining, reset_after, 0)),
+        0 => Some(Decision::denied(remaining, retry_after, reset_after)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LeakyBucket, Quota, SlidingWindow, TokenBucket};
+    use std::time::Duration;
+
+    fn bucket() -> TokenBucket {
+        TokenBucket::new(
+            Quota::new(1, Duration::from_millis(100))
+                .unwrap()
+                .with_burst(5)
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn gcra_replies_become_the_cores_decisions() {
+        // Admitted with the TAT 300 ms ahead after a weight-2 request: 2 units remain.
+        let admitted = gcra(&bucket(), 100_000, 300_000, 2).unwrap();
+        assert!(admitted.is_allowed());
+        assert_eq!(admitted.remaining(), 2);
+        assert_eq!(admitted.reset_after(), Duration::from_millis(300));
+        // Refused with the TAT 450 ms ahead: a weight-1 request passes in 50 ms.
+        let refused = gcra(&bucket(), 100_000, -1 - 450_000, 1).unwrap();
+        assert!(!refused.is_allowed());
+        assert_eq!(refused.retry_after(), Duration::from_millis(50));
+        assert_eq!(refused.reset_after(), Duration::from_millis(450));
+        // The shaper's wait is the backlog before the request.
+        let shaper = LeakyBucket::new(
+            Quota::new(1, Duration::from_millis(100))
+                .unwrap()
+                .with_burst(5)
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            gcra(&shaper, 100_000, 300_000, 1).unwrap().delay(),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn gcra_replies_that_disagree_with_the_core_are_refused() {
+        // "Admitted" with the TAT past the tolerance, or below the request's own need.
+        assert_eq!(gcra(&bucket(), 100_000, 900_000, 1), None);
+        assert_eq!(gcra(&bucket(), 100_000, 50_000, 1), None);
+        // "Refused" where the core admits.
+        assert_eq!(gcra(&bucket(), 100_000, -1, 1), None);
+    }
+
+    #[test]
+    fn window_replies_become_decisions() {
+        let admitted = fixed_window(10, 1, 4, 2_000, 3).unwrap();
+        assert_eq!(
+            (admitted.remaining(), admitted.reset_after()),
+            (3, Duration::from_millis(2))
+        );
+        let refused = fixed_window(10, 0, 9, 2_000, 3).unwrap();
+        assert_eq!(
+            (refused.remaining(), refused.retry_after()),
+            (1, Duration::from_millis(2))
+        );
+        assert_eq!(fixed_window(10, 1, 9, 2_000, 3), None);
+        let window = SlidingWindow::new("100/min".parse().unwrap()).unwrap();
+        // The seed's example: 80 before, 30 now, 15 s into the window: admitted, 9 remain.
+        let seed = sliding_window(&window, 1, 80, 30, -15_000_000, 1).unwrap();
+        assert_eq!(seed.remaining(), 9);
+        assert_eq!(sliding_window(&window, 0, 80, 30, -15_000_000, 1), None);
+    }
+
+    #[test]
+    fn malformed_replies_are_refused() {
+        let reader = Reader::TokenBucket(bucket());
+        assert_eq!(decision(&reader, &Value::Nil, 1), None);
+        assert_eq!(
+            decision(&Reader::Log, &Value::Array(vec![Value::Int(1)]), 1),
+            None
+        );
+        assert_eq!(
+            decision(&Reader::Log, &Value::Array(vec![Value::Int(2); 4]), 1),
+            None
+        );
+        let log = decision(
+            &Reader::Log,
+            &Value::Array(vec![Value::Int(0), Value::Int(0), Value::Int(7), Value::Int(9)]),
+            1,
+        );
+        assert_eq!(log.map(|d| d.retry_after()), Some(Duration::from_micros(7)));
+    }
+}

@@ -1,0 +1,131 @@
+//! A real `redis-server` for the distributed limiter's tests and benchmark: started on a free
+//! loopback port with no persistence, waited for until it answers `PING`, killed on drop.
+//!
+//! A missing `redis-server` binary is a failure, never a skip: set `TOLLGATE_REDIS_SERVER` to
+//! its path when it is not on `PATH` (`.ci/run` installs it).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server`, killed (and its directory removed) on drop.
+#[derive(Debug)]
+pub(crate) struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers.
+    pub(crate) fn start() -> RedisServer {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("tollgate-redis-{}-{port}", std::process::id()));
+            let mut server = RedisServer {
+                child: None,
+                port,
+                dir,
+            };
+            match server.launch() {
+                Ok(()) => return server,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    /// `redis://127.0.0.1:{port}/`.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (SIGKILL), as a crash would.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty (nothing is persisted), and waits until
+    /// it answers.
+    pub(crate) fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.launch() {
+                Ok(()) => return,
+                Err(error) if Instant::now() > deadline => panic!("could not restart redis-server: {error}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let binary = std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("temp dir {:?}: {e}", self.dir))?;
+        let child = Command::new(&binary)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {binary:?} ({e}): the Redis tests need a real redis-server \
+                     (install it, or set TOLLGATE_REDIS_SERVER to its path)"
+                )
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.child = None;
+                return Err(format!(
+                    "redis-server exited with {status} (port {} taken?)",
+                    self.port
+                ));
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        Err(format!(
+            "redis-server on port {} did not answer PING within 10 s",
+            self.port
+        ))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut reply = [0; 7];
+    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+}

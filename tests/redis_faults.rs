@@ -1,0 +1,289 @@
+//! Redis killed mid-load and restarted: every decision in between follows the configured
+//! policy, nothing panics, and decisions through Redis resume by themselves. Keys holding
+//! foreign values are typed errors.
+
+#![cfg(feature = "redis")]
+
+mod redis_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_common::RedisServer;
+use tollgate::distributed::{
+    DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
+};
+use tollgate::{FixedWindow, KeyedLimiter, LeakyBucket, Outcome, SlidingLog, SlidingWindow, TokenBucket};
+
+const DEADLINE: Duration = Duration::from_millis(250);
+
+async fn limiter(server: &RedisServer, policy: FailurePolicy) -> RedisLimiter {
+    let bucket = TokenBucket::new("1000/s burst 1000".parse().unwrap()).unwrap();
+    RedisLimiter::builder(server.url(), bucket, policy)
+        .deadline(DEADLINE)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Decides every 2 ms until `stop`, recording each answer with the phase it was made in.
+async fn load(
+    limiter: Arc<RedisLimiter>,
+    phase: Arc<std::sync::atomic::AtomicU8>,
+) -> Vec<(u8, RedisDecision)> {
+    use std::sync::atomic::Ordering;
+    let mut answers = Vec::new();
+    // Relaxed: the phase is a label read for bookkeeping; the test orders phases by sleeps.
+    while phase.load(Ordering::Relaxed) != STOP {
+        let before = phase.load(Ordering::Relaxed);
+        let answer = limiter.check("load").await.unwrap();
+        answers.push((before, answer));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    answers
+}
+
+const UP: u8 = 0;
+const DOWN: u8 = 1;
+const RESTARTED: u8 = 2;
+const STOP: u8 = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_and_restarted_server_is_survived_under_every_policy() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let mut server = RedisServer::start();
+    let fallback =
+        KeyedLimiter::<str, _>::new(TokenBucket::new("100/s burst 3".parse().unwrap()).unwrap(), 16).unwrap();
+    let policies = [
+        FailurePolicy::FailOpen,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_millis(750),
+        },
+        FailurePolicy::fallback(fallback),
+    ];
+    let phase = Arc::new(AtomicU8::new(UP));
+    let mut tasks = Vec::new();
+    for policy in policies {
+        let limiter = Arc::new(limiter(&server, policy).await);
+        tasks.push(tokio::spawn(load(limiter, Arc::clone(&phase))));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Relaxed: see `load`. Decisions begun before this store finish (in well under 50 ms)
+    // before the kill, so every decision labelled UP ran against a live server.
+    phase.store(DOWN, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    phase.store(RESTARTED, Ordering::Relaxed);
+    // Every limiter gets back to Redis on its own (the connection manager reconnects, the
+    // scripts are loaded again after NOSCRIPT); give them time, then stop.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    phase.store(STOP, Ordering::Relaxed);
+    let expected = [DecidedBy::FailOpen, DecidedBy::FailClosed, DecidedBy::Fallback];
+    for (task, policy) in tasks.into_iter().zip(expected) {
+        let answers = task.await.unwrap();
+        let by_phase = |wanted: u8| answers.iter().filter(move |(p, _)| *p == wanted).map(|(_, a)| a);
+        assert!(
+            by_phase(UP).count() > 10,
+            "{policy:?}: too few decisions before the kill"
+        );
+        assert!(
+            by_phase(UP).all(|a| a.decided_by == DecidedBy::Redis),
+            "{policy:?}"
+        );
+        let down: Vec<_> = by_phase(DOWN).collect();
+        assert!(!down.is_empty(), "{policy:?}: no decision while Redis was down");
+        for answer in &down {
+            // Right after the kill a request may still have been answered; after that, the
+            // policy decides every one.
+            match answer.decided_by {
+                DecidedBy::Redis => assert!(answer.failure.is_none()),
+                by => {
+                    assert_eq!(by, policy);
+                    assert!(matches!(
+                        answer.failure,
+                        Some(Failure::Timeout | Failure::Connection | Failure::RecentlyDown)
+                    ));
+                    match by {
+                        DecidedBy::FailOpen => {
+                            assert_eq!(answer.decision.outcome(), Outcome::AllowedUntracked)
+                        }
+                        DecidedBy::FailClosed => {
+                            assert_eq!(answer.decision.outcome(), Outcome::Denied);
+                            assert_eq!(answer.decision.retry_after(), Duration::from_millis(750));
+                        }
+                        // The fallback bucket (burst 3, 100/s) admits some and refuses others.
+                        _ => assert!(answer.decision.remaining() <= 3),
+                    }
+                }
+            }
+        }
+        let by_policy = down.iter().filter(|a| a.decided_by == policy).count();
+        assert!(
+            by_policy > 0,
+            "{policy:?}: the policy never decided while Redis was down"
+        );
+        let after: Vec<_> = by_phase(RESTARTED).collect();
+        let resumed = after.iter().position(|a| a.decided_by == DecidedBy::Redis);
+        let resumed = resumed.unwrap_or_else(|| panic!("{policy:?}: never went back to Redis"));
+        assert!(
+            after[resumed..].iter().all(|a| a.decided_by == DecidedBy::Redis),
+            "{policy:?}: fell back again after resuming"
+        );
+        assert!(after.len() - resumed > 10, "{policy:?}: resumed too late");
+        eprintln!(
+            "{policy:?}: {} decisions by Redis before the kill; {} while down ({by_policy} by the policy); \
+             {resumed} by the policy after the restart, then {} by Redis",
+            by_phase(UP).count(),
+            down.len(),
+            after.len() - resumed
+        );
+    }
+    drop(server);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_limiter_built_while_redis_is_down_answers_by_its_policy() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let bucket = TokenBucket::new("10/s".parse().unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(url, bucket, FailurePolicy::FailOpen)
+        .deadline(Duration::from_millis(50))
+        .connect()
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let answer = limiter.check_n("k", 4).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::FailOpen);
+        assert_eq!(answer.decision.outcome(), Outcome::AllowedUntracked);
+        assert_eq!(answer.decision.remaining(), 6);
+    }
+    // Too heavy to ever pass: a typed error, whatever the state of Redis.
+    assert!(matches!(
+        limiter.check_n("k", 11).await,
+        Err(RedisCheckError::CostTooLarge(_))
+    ));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_holding_a_foreign_value_is_a_typed_error() {
+    let server = RedisServer::start();
+    let mut raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let algorithms: [RedisAlgorithm; 5] = [
+        TokenBucket::new("10/s".parse().unwrap()).unwrap().into(),
+        LeakyBucket::new("10/s".parse().unwrap()).unwrap().into(),
+        FixedWindow::new("10/s".parse().unwrap()).unwrap().into(),
+        SlidingWindow::new("10/s".parse().unwrap()).unwrap().into(),
+        SlidingLog::new("10/s".parse().unwrap()).unwrap().into(),
+    ];
+    for algorithm in algorithms {
+        let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+            .deadline(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap();
+        let (list_key, string_key) = (limiter.redis_key("a-list"), limiter.redis_key("a-string"));
+        let (hash_key, _) = (limiter.redis_key("a-hash"), ());
+        let _: () = raw.rpush(&list_key, "x").await.unwrap();
+        let _: () = raw.set(&string_key, "not a state").await.unwrap();
+        let _: () = raw.hset(&hash_key, "f", "1").await.unwrap();
+        let name = algorithm.name();
+        let list = limiter.check("a-list").await;
+        let string = limiter.check("a-string").await;
+        let hash = limiter.peek("a-hash").await;
+        if name == "sliding window log" {
+            // The log is a list: a list of something else is corrupt, a string the wrong type.
+            assert_eq!(
+                list,
+                Err(RedisCheckError::CorruptState { key: list_key }),
+                "{name}"
+            );
+            assert_eq!(
+                string,
+                Err(RedisCheckError::WrongType { key: string_key }),
+                "{name}"
+            );
+        } else {
+            assert_eq!(list, Err(RedisCheckError::WrongType { key: list_key }), "{name}");
+            assert_eq!(
+                string,
+                Err(RedisCheckError::CorruptState { key: string_key }),
+                "{name}"
+            );
+        }
+        assert_eq!(hash, Err(RedisCheckError::WrongType { key: hash_key }), "{name}");
+        // Other keys are untouched by it.
+        assert_eq!(
+            limiter.check("fine").await.unwrap().decided_by,
+            DecidedBy::Redis,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
+    let server = RedisServer::start();
+    let mut raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let algorithms: [RedisAlgorithm; 5] = [
+        TokenBucket::new("10/s".parse().unwrap()).unwrap().into(),
+        LeakyBucket::new("10/s burst 5".parse().unwrap()).unwrap().into(),
+        FixedWindow::new("10/s".parse().unwrap()).unwrap().into(),
+        SlidingWindow::new("10/s".parse().unwrap()).unwrap().into(),
+        SlidingLog::new("10/s".parse().unwrap()).unwrap().into(),
+    ];
+    for algorithm in algorithms {
+        let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+            .prefix("app:")
+            .deadline(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap();
+        let key = limiter.redis_key("user:7");
+        assert!(key.starts_with("app:{user:7}:"), "{key}");
+        let peeked = limiter.peek("user:7").await.unwrap();
+        assert!(peeked.is_allowed());
+        let exists: bool = raw.exists(&key).await.unwrap();
+        assert!(!exists, "{}: a peek wrote the key", algorithm.name());
+        let answer = limiter.check_n("user:7", 3).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis);
+        // The key lives exactly until its state is fresh again: the reset-after.
+        let ttl: i64 = raw.pttl(&key).await.unwrap();
+        let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
+        assert!(
+            ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
+            "{}: ttl {ttl} ms, reset {reset} ms",
+            algorithm.name()
+        );
+    }
+    // A short-lived state is gone from Redis once it has expired.
+    let bucket = TokenBucket::new("100/s burst 2".parse().unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), bucket, FailurePolicy::FailOpen)
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    let _ = limiter.check_n("brief", 2).await.unwrap();
+    let key = limiter.redis_key("brief");
+    let exists: bool = raw.exists(&key).await.unwrap();
+    assert!(exists);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let exists: bool = raw.exists(&key).await.unwrap();
+    assert!(!exists, "the key outlived its state");
+}

@@ -1,0 +1,99 @@
+//! Several instances, each with its own connection, share one key: together they admit exactly
+//! the quota, at a frozen client time and on the server's clock.
+
+#![cfg(feature = "redis")]
+
+mod redis_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis_common::RedisServer;
+use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter, TimeSource};
+use tollgate::{FixedWindow, LeakyBucket, ManualClock, SlidingLog, SlidingWindow, Timestamp, TokenBucket};
+
+const INSTANCES: usize = 6;
+/// 240 requests in all: more than any quota below, so every quota is exhausted.
+const REQUESTS_PER_INSTANCE: usize = 40;
+const _: () = assert!(INSTANCES * REQUESTS_PER_INSTANCE > 100);
+
+/// Every instance sends its requests concurrently on its own connection; returns how many
+/// passed in all.
+async fn fleet_admissions(
+    server: &RedisServer,
+    algorithm: RedisAlgorithm,
+    time: TimeSource,
+    key: &str,
+) -> usize {
+    let mut tasks = Vec::new();
+    for _ in 0..INSTANCES {
+        let limiter = RedisLimiter::builder(
+            server.url(),
+            algorithm,
+            FailurePolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            },
+        )
+        .time(time.clone())
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+        let limiter = Arc::new(limiter);
+        let key = key.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let requests = (0..REQUESTS_PER_INSTANCE).map(|_| {
+                let limiter = Arc::clone(&limiter);
+                let key = key.clone();
+                tokio::spawn(async move { limiter.check(&key).await.unwrap() })
+            });
+            let mut admitted = 0;
+            for request in requests.collect::<Vec<_>>() {
+                let answer = request.await.unwrap();
+                assert_eq!(answer.decided_by, DecidedBy::Redis);
+                admitted += usize::from(answer.is_allowed());
+            }
+            admitted
+        }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    admitted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_at_a_frozen_time_admits_exactly_the_quota() {
+    let server = RedisServer::start();
+    let frozen = TimeSource::client(ManualClock::starting_at(Timestamp::from_secs(1_700_000_040)));
+    let algorithms: [(RedisAlgorithm, usize); 5] = [
+        (TokenBucket::new("100/s".parse().unwrap()).unwrap().into(), 100),
+        (
+            LeakyBucket::new("10/s burst 37".parse().unwrap()).unwrap().into(),
+            37,
+        ),
+        (FixedWindow::new("100/min".parse().unwrap()).unwrap().into(), 100),
+        (
+            SlidingWindow::new("100/min".parse().unwrap()).unwrap().into(),
+            100,
+        ),
+        (SlidingLog::new("100/min".parse().unwrap()).unwrap().into(), 100),
+    ];
+    for (algorithm, quota) in algorithms {
+        let admitted = fleet_admissions(&server, algorithm, frozen.clone(), "shared").await;
+        assert_eq!(admitted, quota, "{}", algorithm.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_on_the_server_clock_admits_exactly_the_burst() {
+    let server = RedisServer::start();
+    // One unit an hour: nothing refills during the test, so exactly the burst passes.
+    let bucket = TokenBucket::new("1/h burst 100".parse().unwrap()).unwrap();
+    let admitted = fleet_admissions(&server, bucket.into(), TimeSource::Server, "shared").await;
+    assert_eq!(admitted, 100);
+    let log = SlidingLog::new("100/h".parse().unwrap()).unwrap();
+    let admitted = fleet_admissions(&server, log.into(), TimeSource::Server, "shared").await;
+    assert_eq!(admitted, 100);
+}

@@ -1,0 +1,308 @@
+//! One table of scenarios (arrival times, weights, expected admissions), run against the local
+//! limiters and against Redis in client-time mode: every decision must be the same.
+//!
+//! Rounding rule (docs/distributed.md): the scripts work in whole microseconds (a client time is
+//! rounded down to one, a bucket's interval up to one, a window must be whole). With parameters
+//! and times in whole microseconds, as here, the decisions are equal, field for field, to the
+//! nanosecond.
+
+#![cfg(feature = "redis")]
+
+mod redis_common;
+
+use std::time::Duration;
+
+use redis_common::RedisServer;
+use tollgate::algorithm::Algorithm;
+use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tollgate::{
+    Decision, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, ManualClock, Quota, SlidingLog,
+    SlidingWindow, Timestamp, TokenBucket,
+};
+
+/// 00:00 of a minute (1_700_000_040 s since the epoch), in microseconds: scenario times are
+/// offsets from it, so "59 s" is 00:59.
+const BASE_MICROS: i64 = 1_700_000_040_000_000;
+const SECOND: i64 = 1_000_000;
+
+/// `times` requests of weight `weight` at `at` µs after BASE, of which `admitted` pass.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    at: i64,
+    weight: u64,
+    peek: bool,
+    times: u32,
+    admitted: u32,
+}
+
+const fn check(at: i64, times: u32, admitted: u32) -> Step {
+    Step {
+        at,
+        weight: 1,
+        peek: false,
+        times,
+        admitted,
+    }
+}
+
+const fn weighted(at: i64, weight: u64, admitted: bool) -> Step {
+    Step {
+        at,
+        weight,
+        peek: false,
+        times: 1,
+        admitted: admitted as u32,
+    }
+}
+
+const fn peek(at: i64, weight: u64, admitted: bool) -> Step {
+    Step {
+        at,
+        weight,
+        peek: true,
+        times: 1,
+        admitted: admitted as u32,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Token,
+    Leaky,
+    Fixed,
+    Sliding,
+    Log,
+}
+
+struct Scenario {
+    name: &'static str,
+    kind: Kind,
+    quota: Quota,
+    steps: Vec<Step>,
+}
+
+fn quota(text: &str) -> Quota {
+    text.parse().unwrap()
+}
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "seed token bucket: capacity 10, refill 2/s",
+            kind: Kind::Token,
+            quota: quota("2/s burst 10"),
+            steps: vec![
+                peek(0, 1, true),
+                check(0, 12, 10),
+                // The next token arrives at 0.5 s exactly, not a microsecond before.
+                check(SECOND / 2 - 1, 1, 0),
+                check(SECOND / 2, 2, 1),
+                check(SECOND, 2, 1),
+                check(7 * SECOND, 12, 10),
+                peek(7 * SECOND + SECOND / 4, 1, false),
+            ],
+        },
+        Scenario {
+            name: "token bucket: weights, peek, weight 0, a clock that steps back",
+            kind: Kind::Token,
+            quota: quota("10/s burst 5"),
+            steps: vec![
+                weighted(0, 3, true),
+                weighted(0, 3, false),
+                peek(0, 2, true),
+                weighted(0, 2, true),
+                weighted(0, 0, true),
+                weighted(-SECOND, 1, false),
+                weighted(SECOND / 4, 2, true),
+                weighted(SECOND / 4, 5, false),
+                weighted(10 * SECOND, 5, true),
+            ],
+        },
+        Scenario {
+            name: "seed leaky bucket shaper: 2/s, up to 2 waiting",
+            kind: Kind::Leaky,
+            quota: quota("2/s burst 3"),
+            steps: vec![
+                check(0, 4, 3),
+                check(SECOND * 4 / 10, 1, 0),
+                check(SECOND / 2, 1, 1),
+                weighted(SECOND / 2, 0, true),
+                peek(SECOND, 2, false),
+                weighted(3 * SECOND, 2, true),
+                check(-SECOND, 1, 0),
+            ],
+        },
+        Scenario {
+            name: "seed boundary spike: 100/min, 150 at 00:59 and 150 at 01:01",
+            kind: Kind::Fixed,
+            quota: quota("100/min"),
+            steps: vec![
+                check(59 * SECOND, 150, 100),
+                check(60 * SECOND - 1, 1, 0),
+                check(61 * SECOND, 150, 100),
+                check(30 * SECOND, 1, 0),
+                weighted(120 * SECOND, 100, true),
+                peek(121 * SECOND, 1, false),
+                weighted(121 * SECOND, 0, true),
+            ],
+        },
+        Scenario {
+            name: "seed sliding window example: 80 before, 30 now, 25% in",
+            kind: Kind::Sliding,
+            quota: quota("100/min"),
+            steps: vec![
+                check(30 * SECOND, 80, 80),
+                check(75 * SECOND, 30, 30),
+                // 30 + 80 * 0.75 = 90 < 100: allowed (remaining 9).
+                check(75 * SECOND, 1, 1),
+                check(75 * SECOND, 20, 9),
+                // Full: the next unit passes when 80 * (w - e) / w drops to 59, at 01:15.75.
+                check(75 * SECOND + 750_000 - 1, 1, 0),
+                check(75 * SECOND + 750_000, 2, 1),
+                weighted(90 * SECOND, 5, true),
+                weighted(90 * SECOND, 0, true),
+                check(10 * SECOND, 1, 0),
+                peek(150 * SECOND, 30, true),
+                weighted(200 * SECOND, 100, true),
+            ],
+        },
+        Scenario {
+            name: "sliding window: retry-after between two microseconds (rounded up)",
+            kind: Kind::Sliding,
+            quota: Quota::new(7, Duration::from_secs(3)).unwrap(),
+            steps: vec![
+                check(SECOND / 10, 7, 7),
+                check(3 * SECOND + SECOND / 10, 3, 0),
+                weighted(3 * SECOND + SECOND / 10, 6, false),
+                check(4 * SECOND, 3, 2),
+                check(5 * SECOND + 1, 7, 2),
+            ],
+        },
+        Scenario {
+            name: "sliding log: 3 per ms, weights, and the oldest unit leaving",
+            kind: Kind::Log,
+            quota: Quota::new(3, Duration::from_micros(1_000)).unwrap(),
+            steps: vec![
+                weighted(100, 1, true),
+                weighted(400, 2, true),
+                weighted(900, 1, false),
+                weighted(900, 2, false),
+                peek(1_100, 1, true),
+                weighted(1_100, 1, true),
+                weighted(1_100, 0, true),
+                weighted(1_399, 1, false),
+                weighted(1_400, 1, true),
+                weighted(200, 1, true),
+                check(5_000, 4, 3),
+            ],
+        },
+        Scenario {
+            name: "sliding log: no boundary spike, 150 at 00:59 and 150 at 01:01",
+            kind: Kind::Log,
+            quota: quota("100/min"),
+            steps: vec![
+                check(59 * SECOND, 150, 100),
+                check(61 * SECOND, 150, 0),
+                check(119 * SECOND, 150, 100),
+                weighted(30 * SECOND, 1, false),
+            ],
+        },
+    ]
+}
+
+type Local = Box<dyn Fn(u64, Timestamp, bool) -> Decision>;
+
+fn direct<A: Algorithm + 'static>(algorithm: A) -> Local {
+    let limiter = DirectLimiter::with_clock(algorithm, ManualClock::new());
+    Box::new(move |cost, now, peek| match peek {
+        true => limiter.peek_n_at(cost, now).unwrap(),
+        false => limiter.check_n_at(cost, now).unwrap(),
+    })
+}
+
+fn build(kind: Kind, quota: Quota) -> (Local, RedisAlgorithm) {
+    match kind {
+        Kind::Token => {
+            let a = TokenBucket::new(quota).unwrap();
+            (direct(a), a.into())
+        }
+        Kind::Leaky => {
+            let a = LeakyBucket::new(quota).unwrap();
+            (direct(a), a.into())
+        }
+        Kind::Fixed => {
+            let a = FixedWindow::new(quota).unwrap();
+            (direct(a), a.into())
+        }
+        Kind::Sliding => {
+            let a = SlidingWindow::new(quota).unwrap();
+            (direct(a), a.into())
+        }
+        Kind::Log => {
+            let a = SlidingLog::new(quota).unwrap();
+            let limiter = LogLimiter::with_clock(a, ManualClock::new());
+            let local: Local = Box::new(move |cost, now, peek| match peek {
+                true => limiter.peek_n_at(cost, now).unwrap(),
+                false => limiter.check_n_at(cost, now).unwrap(),
+            });
+            (local, a.into())
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redis_decides_as_the_local_limiters() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let mut compared = 0;
+    for (number, scenario) in scenarios().into_iter().enumerate() {
+        let (local, algorithm) = build(scenario.kind, scenario.quota);
+        let remote = RedisLimiter::builder(
+            server.url(),
+            algorithm,
+            FailurePolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            },
+        )
+        .client_time(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .prefix("same:")
+        .connect()
+        .await
+        .unwrap();
+        let key = number.to_string();
+        for (index, step) in scenario.steps.iter().enumerate() {
+            let micros = u64::try_from(BASE_MICROS + step.at).unwrap();
+            let now = Timestamp::from_nanos(micros * 1_000);
+            clock.set(now);
+            let mut admitted = 0;
+            for attempt in 0..step.times {
+                let expected = local(step.weight, now, step.peek);
+                let answer = match step.peek {
+                    true => remote.peek_n(&key, step.weight).await,
+                    false => remote.check_n(&key, step.weight).await,
+                }
+                .unwrap();
+                assert_eq!(
+                    answer.decided_by,
+                    DecidedBy::Redis,
+                    "{}: step {index}",
+                    scenario.name
+                );
+                assert_eq!(
+                    answer.decision, expected,
+                    "{}: step {index} ({step:?}), attempt {attempt}",
+                    scenario.name
+                );
+                admitted += u32::from(expected.is_allowed());
+                compared += 1;
+            }
+            assert_eq!(
+                admitted, step.admitted,
+                "{}: step {index} ({step:?}) admissions",
+                scenario.name
+            );
+        }
+    }
+    assert!(compared > 800, "only {compared} decisions compared");
+}
