@@ -24,6 +24,8 @@
 mod algorithm;
 mod breaker;
 mod error;
+#[cfg(feature = "tower")]
+mod layer;
 mod limiter;
 mod policy;
 mod reply;

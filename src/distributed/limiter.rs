@@ -66,6 +66,7 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// ```
 pub struct RedisLimiter {
     connection: ConnectionManager,
+    algorithm: RedisAlgorithm,
     program: Program,
     prefix: String,
     time: TimeSource,
@@ -127,6 +128,11 @@ impl RedisLimiter {
     /// As for [`check_n`](Self::check_n).
     pub async fn peek_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
         self.decide(key, cost, true).await
+    }
+
+    /// The algorithm and its parameters.
+    pub fn algorithm(&self) -> &RedisAlgorithm {
+        &self.algorithm
     }
 
     /// The heaviest request that can ever pass.
@@ -287,6 +293,7 @@ impl RedisLimiterBuilder {
             ConnectionManager::new_lazy_with_config(client, config).map_err(RedisConfigError::InvalidUrl)?;
         Ok(RedisLimiter {
             connection,
+            algorithm: self.algorithm,
             program,
             prefix: self.prefix,
             time: self.time,
