@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::uri::PathAndQuery;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -91,6 +91,9 @@ async fn forward(proxy: Arc<Proxy>, request: Request<Incoming>) -> Answer {
         }
     }
     head.uri = uri;
+    // The upstream client speaks HTTP/1.1 and refuses a request marked HTTP/2 (one that came in
+    // over HTTP/2): forward it as HTTP/1.1.
+    head.version = Version::HTTP_11;
     match proxy.client.request(Request::from_parts(head, body)).await {
         Ok(response) => Ok(response.map(Either::Right)),
         Err(error) => Ok(bad_gateway(&format!("upstream: {error}"))),
@@ -120,5 +123,47 @@ impl Future for UpstreamFuture {
             },
             UpstreamFuture::Proxy(future) => future.as_mut().poll(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::TokioIo;
+    use hyper_util::server::conn::auto;
+    use hyper_util::service::TowerToHyperService;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// Serves `upstream` on 127.0.0.1 (a free port), HTTP/1.1 and HTTP/2.
+    async fn serve(upstream: Upstream) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let service = TowerToHyperService::new(upstream.clone());
+                tokio::spawn(async move {
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Ok(address)
+    }
+
+    #[tokio::test]
+    async fn an_http2_request_is_forwarded_over_http1() -> Result<(), Box<dyn std::error::Error>> {
+        let upstream = serve(Upstream::Hello).await?;
+        let gateway = serve(Upstream::proxy(format!("http://{upstream}").parse()?)).await?;
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build_http::<Empty<Bytes>>();
+        let response = client.get(format!("http://{gateway}/").parse()?).await?;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.into_body().collect().await?.to_bytes(), "hello\n");
+        Ok(())
     }
 }

@@ -194,6 +194,35 @@ mod tests {
     }
 
     #[test]
+    fn an_unclosed_quote_cannot_swallow_the_proxys_entry() -> Result<(), Box<dyn std::error::Error>> {
+        // The client ends its element with an open quote; a proxy appending on the same line
+        // (as nginx's `$http_forwarded, for=$remote_addr` does) puts its entry inside it.
+        let forwarded = ClientIp::new(["10.0.0.0/8".parse()?]).header(ForwardedHeader::Forwarded);
+        let spoof = ("forwarded", r#"for=1.2.3.4;x=", for=203.0.113.7"#);
+        assert_eq!(
+            client(&forwarded, "10.0.0.2", spoof),
+            Err(KeyError::MalformedForwarded {
+                entry: r#"for=1.2.3.4;x=", for=203.0.113.7"#.into()
+            })
+        );
+        let escaped = ("forwarded", r#"for=1.2.3.4;x="\", for="[2001:db8::5]""#);
+        assert!(client(&forwarded, "10.0.0.2", escaped).is_err());
+        // X-Forwarded-For has no quoted strings: a quote is one unreadable entry, left of the
+        // client's.
+        let xff = ClientIp::new(["10.0.0.0/8".parse()?]);
+        assert_eq!(
+            client(&xff, "10.0.0.2", ("x-forwarded-for", r#"", 203.0.113.7"#))?,
+            "203.0.113.7"
+        );
+        // Bytes that are not visible ASCII spoil only their own entry, not the line.
+        assert_eq!(
+            client(&xff, "10.0.0.2", ("x-forwarded-for", "é, 203.0.113.7"))?,
+            "203.0.113.7"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn no_peer_address_is_a_clear_error() {
         let parts = http::Request::new(()).into_parts().0;
         let error = ClientIp::new([]).extract(&parts).expect_err("no peer");

@@ -15,13 +15,16 @@ pub(crate) enum Hop<'a> {
 /// The hops of every `X-Forwarded-For` line, in order (left-most first).
 pub(crate) fn x_forwarded_for(headers: &HeaderMap) -> Vec<Hop<'_>> {
     static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-    hops(headers, &X_FORWARDED_FOR, |entry| address(entry))
+    // No quoted strings in X-Forwarded-For: a quote is garbage in its own entry.
+    hops(headers, &X_FORWARDED_FOR, false, address)
 }
 
 /// The `for=` hops of every `Forwarded` line, in order (left-most first).
 pub(crate) fn forwarded(headers: &HeaderMap) -> Vec<Hop<'_>> {
-    hops(headers, &FORWARDED, |element| {
-        split_unquoted(element, ';')
+    hops(headers, &FORWARDED, true, |element| {
+        // The element's quotes are balanced (`elements` said so), so every pair is readable.
+        elements(element.as_bytes(), b';', true)
+            .filter_map(Result::ok)
             .filter_map(|pair| pair.split_once('='))
             .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
             .map_or(Hop::Unreadable(element.trim()), |(_, value)| {
@@ -30,16 +33,20 @@ pub(crate) fn forwarded(headers: &HeaderMap) -> Vec<Hop<'_>> {
     })
 }
 
-fn hops<'a>(headers: &'a HeaderMap, name: &HeaderName, read: impl Fn(&'a str) -> Hop<'a>) -> Vec<Hop<'a>> {
+fn hops<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+    quotes: bool,
+    read: impl Fn(&'a str) -> Hop<'a>,
+) -> Vec<Hop<'a>> {
     let mut hops = Vec::new();
     for line in headers.get_all(name) {
-        match line.to_str() {
-            Ok(line) => hops.extend(
-                split_unquoted(line, ',')
-                    .filter(|e| !e.trim().is_empty())
-                    .map(&read),
-            ),
-            Err(_) => hops.push(Hop::Unreadable("<not visible ASCII>")),
+        for element in elements(line.as_bytes(), b',', quotes) {
+            match element {
+                Ok(element) if element.trim().is_empty() => {}
+                Ok(element) => hops.push(read(element)),
+                Err(element) => hops.push(Hop::Unreadable(element.trim())),
+            }
         }
     }
     hops
@@ -57,21 +64,38 @@ fn address(entry: &str) -> Hop<'_> {
         .map_or(Hop::Unreadable(entry), |ip| Hop::Ip(ip.to_canonical()))
 }
 
-/// Splits on `separator` outside double quotes.
-fn split_unquoted(text: &str, separator: char) -> impl Iterator<Item = &str> {
-    let mut quoted = false;
-    let mut escaped = false;
-    text.split(move |c: char| {
-        if escaped {
-            escaped = false;
-        } else if quoted && c == '\\' {
-            escaped = true;
-        } else if c == '"' {
-            quoted = !quoted;
-        } else if c == separator && !quoted {
-            return true;
+/// Splits a header line on `separator`, outside double-quoted strings when `quotes` is set.
+///
+/// An element whose quoted string never closes is an `Err`: a client's unbalanced quote would
+/// otherwise swallow the entries proxies append after it on the same line (and the client
+/// would choose its own address). So is an element that is not UTF-8 (it alone, not the
+/// line: the separators and quotes are ASCII, never part of a multi-byte character).
+fn elements(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item = Result<&str, &str>> {
+    let mut rest = Some(line);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (mut quoted, mut escaped) = (false, false);
+        let mut end = text.len();
+        for (i, &byte) in text.iter().enumerate() {
+            if escaped {
+                escaped = false;
+            } else if quoted && byte == b'\\' {
+                escaped = true;
+            } else if quotes && byte == b'"' {
+                quoted = !quoted;
+            } else if byte == separator && !quoted {
+                end = i;
+                break;
+            }
         }
-        false
+        let (element, tail) = text.split_at(end);
+        // Past the separator; `None` when the line ended instead.
+        rest = tail.get(1..);
+        Some(match std::str::from_utf8(element) {
+            Ok(element) if !quoted => Ok(element),
+            Ok(element) => Err(element),
+            Err(_) => Err("<not UTF-8>"),
+        })
     })
 }
 
@@ -134,6 +158,30 @@ mod tests {
                 Hop::Unreadable("_hidden,x"),
             ]
         );
+    }
+
+    #[test]
+    fn an_unclosed_quote_spoils_its_element_and_nothing_before() {
+        let headers = headers(
+            "forwarded",
+            &[
+                r#"for=192.0.2.60, for=1.2.3.4;x=", for=203.0.113.7"#,
+                "for=198.51.100.1",
+            ],
+        );
+        assert_eq!(
+            forwarded(&headers),
+            [
+                ip("192.0.2.60"),
+                Hop::Unreadable(r#"for=1.2.3.4;x=", for=203.0.113.7"#),
+                ip("198.51.100.1"),
+            ]
+        );
+        let line = b"1.2.3.4, \xff\xfe, \"5.6.7.8";
+        let split: Vec<_> = elements(line, b',', false).collect();
+        assert_eq!(split, [Ok("1.2.3.4"), Err("<not UTF-8>"), Ok(" \"5.6.7.8")]);
+        let split: Vec<_> = elements(b"a,", b',', true).collect();
+        assert_eq!(split, [Ok("a"), Ok("")]);
     }
 
     #[test]

@@ -87,7 +87,9 @@ pub(crate) fn peer_ip(request: &Parts) -> Result<IpAddr, KeyError> {
 /// Keys by the IP address of the connection's peer ([`PeerAddr`]).
 ///
 /// Behind a reverse proxy every request comes from the proxy: use [`ClientIp`](super::ClientIp)
-/// there. IPv4-mapped IPv6 addresses are keyed as the IPv4 address they carry.
+/// there. IPv4-mapped IPv6 addresses are keyed as the IPv4 address they carry. An IPv6 client
+/// usually holds a whole /64 and can change address per request: to limit it as one client,
+/// key by its prefix with a [`KeyFn`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PeerIp;
 
@@ -100,6 +102,10 @@ impl KeyExtractor for PeerIp {
 }
 
 /// Keys by the value of a request header, such as an API key.
+///
+/// A client chooses the value, so each made-up value gets a fresh quota: limit by a header only
+/// once it is authenticated (the layer inside the one checking API keys), or limit the
+/// unauthenticated traffic by IP as well.
 ///
 /// ```
 /// use tollgate::middleware::HeaderKey;

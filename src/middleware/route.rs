@@ -43,6 +43,11 @@ impl RouteFilter {
 
     /// Requests whose path starts with `prefix` (on whole segments: `/api` matches `/api` and
     /// `/api/users`, not `/apiary`).
+    ///
+    /// The path is compared as the client sent it, not normalised: if the service behind
+    /// decodes percent-escapes, merges `//`, resolves `..`, ignores case or `;` parameters,
+    /// `/%6Cogin` or `//login` reach `/login` without matching. Normalise (or refuse) such
+    /// paths before this layer, or limit them all with a layer without a route filter.
     pub fn path_prefix(prefix: impl Into<String>) -> RouteFilter {
         let prefix = prefix.into().trim_end_matches('/').to_owned();
         RouteFilter::new(move |request| {
