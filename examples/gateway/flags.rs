@@ -18,13 +18,16 @@ OPTIONS:
     --listen ADDR          where to listen                        [default: 127.0.0.1:8080]
     --upstream URL         the server to forward to, http://host:port
                            [default: a built-in upstream answering `hello`]
-    --algorithm NAME       token | leaky | fixed | sliding          [default: token]
+    --algorithm NAME       token | leaky | fixed | sliding | log    [default: token]
     --quota QUOTA          per key: `10/s`, `100/min`, `5/s burst 10` [default: 5/s burst 10]
     --key KEY              peer               the connection's IP   [default]
                            header:NAME        a header (an API key)
                            xff:CIDR,...       the client IP in X-Forwarded-For behind these proxies
                            forwarded:CIDR,... the same from Forwarded (RFC 7239)
     --capacity N           keys tracked at once                     [default: 100000]
+    --redis URL            decide through Redis (redis://host:port/): every gateway with the
+                           same URL, algorithm and quota shares one quota per key
+                           (needs --features tower,redis; fails closed while Redis is away)
     --max-delay-ms MS      leaky bucket: the longest a request may wait for its slot
     --legacy               also write X-RateLimit-Limit/Remaining/Reset
     --no-admitted-fields   write the RateLimit fields on refusals only, not on admitted responses
@@ -48,6 +51,7 @@ pub(crate) enum AlgorithmChoice {
     Leaky,
     Fixed,
     Sliding,
+    Log,
 }
 
 #[derive(Clone, Debug)]
@@ -62,6 +66,7 @@ pub(crate) struct Flags {
     pub(crate) legacy: bool,
     pub(crate) admitted_fields: bool,
     pub(crate) limit: bool,
+    pub(crate) redis: Option<String>,
 }
 
 impl Flags {
@@ -78,6 +83,7 @@ impl Flags {
             legacy: false,
             admitted_fields: true,
             limit: true,
+            redis: None,
         };
         while let Some(flag) = args.next() {
             let mut value = || {
@@ -96,6 +102,7 @@ impl Flags {
                     let ms: u64 = value()?.parse().map_err(|e| format!("--max-delay-ms: {e}"))?;
                     flags.max_delay = Some(Duration::from_millis(ms));
                 }
+                "--redis" => flags.redis = Some(value()?),
                 "--legacy" => flags.legacy = true,
                 "--no-admitted-fields" => flags.admitted_fields = false,
                 "--no-limit" => flags.limit = false,
@@ -123,7 +130,10 @@ fn algorithm(text: &str) -> Result<AlgorithmChoice, Box<dyn Error>> {
         "leaky" | "leaky-bucket" => AlgorithmChoice::Leaky,
         "fixed" | "fixed-window" => AlgorithmChoice::Fixed,
         "sliding" | "sliding-window" => AlgorithmChoice::Sliding,
-        other => return Err(format!("--algorithm: `{other}` is not token, leaky, fixed or sliding").into()),
+        "log" | "sliding-log" => AlgorithmChoice::Log,
+        other => {
+            return Err(format!("--algorithm: `{other}` is not token, leaky, fixed, sliding or log").into())
+        }
     })
 }
 

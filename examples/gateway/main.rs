@@ -14,6 +14,7 @@ mod upstream;
 
 use std::convert::Infallible;
 use std::error::Error;
+use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -23,9 +24,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate::algorithm::Algorithm;
-use tollgate::middleware::{AnnouncedPolicy, HeaderKey, KeyExtractor, PeerAddrLayer, PeerIp, RateLimitLayer};
-use tollgate::{FixedWindow, KeyedLimiter, LeakyBucket, SlidingWindow, TokenBucket, WhenFull};
+use tollgate::middleware::{HeaderKey, KeyExtractor, PeerAddrLayer, PeerIp, RateLimitLayer, RateLimiter};
+use tollgate::{
+    FixedWindow, KeyedLimiter, KeyedLogLimiter, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket,
+};
 use tower::{Layer, Service};
 
 use counters::{Count, Counters};
@@ -55,53 +57,120 @@ async fn main() -> Result<(), Box<dyn Error>> {
         println!("no rate limit (--no-limit)");
         return serve(listener, upstream).await;
     }
-    match flags.algorithm {
-        AlgorithmChoice::Token => with_key(listener, upstream, &flags, TokenBucket::new(flags.quota)?).await,
-        AlgorithmChoice::Leaky => with_key(listener, upstream, &flags, LeakyBucket::new(flags.quota)?).await,
-        AlgorithmChoice::Fixed => with_key(listener, upstream, &flags, FixedWindow::new(flags.quota)?).await,
-        AlgorithmChoice::Sliding => {
-            with_key(listener, upstream, &flags, SlidingWindow::new(flags.quota)?).await
-        }
-    }
-}
-
-async fn with_key<A>(
-    listener: TcpListener,
-    upstream: Upstream,
-    flags: &Flags,
-    algorithm: A,
-) -> Result<(), Box<dyn Error>>
-where
-    A: Algorithm + AnnouncedPolicy + std::fmt::Debug + 'static,
-{
     println!(
-        "limit: {:?} at {} per key, keyed by {:?}",
-        flags.algorithm, flags.quota, flags.key
+        "limit: {:?} at {} per key, keyed by {:?}{}",
+        flags.algorithm,
+        flags.quota,
+        flags.key,
+        flags
+            .redis
+            .as_ref()
+            .map_or(String::new(), |url| format!(", shared through {url}"))
     );
     match &flags.key {
-        KeyChoice::Peer => limited(listener, upstream, flags, algorithm, PeerIp).await,
+        KeyChoice::Peer => with_limiter(listener, upstream, &flags, PeerIp).await,
         KeyChoice::Header(name) => {
-            limited(listener, upstream, flags, algorithm, HeaderKey::new(name.clone())).await
+            with_limiter(listener, upstream, &flags, HeaderKey::new(name.clone())).await
         }
-        KeyChoice::ClientIp(client_ip) => {
-            limited(listener, upstream, flags, algorithm, client_ip.clone()).await
-        }
+        KeyChoice::ClientIp(client_ip) => with_limiter(listener, upstream, &flags, client_ip.clone()).await,
     }
 }
 
-async fn limited<A, X>(
+/// Builds the limiter the flags ask for, over the extractor's key type, and serves with it.
+async fn with_limiter<X>(
     listener: TcpListener,
     upstream: Upstream,
     flags: &Flags,
-    algorithm: A,
     extractor: X,
 ) -> Result<(), Box<dyn Error>>
 where
-    A: Algorithm + AnnouncedPolicy + 'static,
     X: KeyExtractor,
-    X::Key: Hash + Eq + Clone,
+    X::Key: Hash + Eq + Clone + Display,
 {
-    let limiter = KeyedLimiter::<X::Key, A>::new(algorithm, flags.capacity)?.when_full(WhenFull::Refuse);
+    if let Some(url) = &flags.redis {
+        return through_redis(listener, upstream, flags, extractor, url).await;
+    }
+    let (quota, capacity) = (flags.quota, flags.capacity);
+    match flags.algorithm {
+        AlgorithmChoice::Token => {
+            let limiter = KeyedLimiter::<X::Key, _>::new(TokenBucket::new(quota)?, capacity)?;
+            limited(listener, upstream, flags, limiter, extractor).await
+        }
+        AlgorithmChoice::Leaky => {
+            let limiter = KeyedLimiter::<X::Key, _>::new(LeakyBucket::new(quota)?, capacity)?;
+            limited(listener, upstream, flags, limiter, extractor).await
+        }
+        AlgorithmChoice::Fixed => {
+            let limiter = KeyedLimiter::<X::Key, _>::new(FixedWindow::new(quota)?, capacity)?;
+            limited(listener, upstream, flags, limiter, extractor).await
+        }
+        AlgorithmChoice::Sliding => {
+            let limiter = KeyedLimiter::<X::Key, _>::new(SlidingWindow::new(quota)?, capacity)?;
+            limited(listener, upstream, flags, limiter, extractor).await
+        }
+        AlgorithmChoice::Log => {
+            let limiter = KeyedLogLimiter::<X::Key>::new(SlidingLog::new(quota)?, capacity)?;
+            limited(listener, upstream, flags, limiter, extractor).await
+        }
+    }
+}
+
+/// Every instance started with the same `--redis` URL, algorithm and quota shares one quota
+/// per key. While Redis is away the gateway fails closed (429, retry in a second).
+#[cfg(feature = "redis")]
+async fn through_redis<X>(
+    listener: TcpListener,
+    upstream: Upstream,
+    flags: &Flags,
+    extractor: X,
+    url: &str,
+) -> Result<(), Box<dyn Error>>
+where
+    X: KeyExtractor,
+    X::Key: Clone + Display,
+{
+    use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
+    let quota = flags.quota;
+    let algorithm: RedisAlgorithm = match flags.algorithm {
+        AlgorithmChoice::Token => TokenBucket::new(quota)?.into(),
+        AlgorithmChoice::Leaky => LeakyBucket::new(quota)?.into(),
+        AlgorithmChoice::Fixed => FixedWindow::new(quota)?.into(),
+        AlgorithmChoice::Sliding => SlidingWindow::new(quota)?.into(),
+        AlgorithmChoice::Log => SlidingLog::new(quota)?.into(),
+    };
+    let policy = FailurePolicy::FailClosed {
+        retry_after: std::time::Duration::from_secs(1),
+    };
+    let limiter = RedisLimiter::builder(url, algorithm, policy)
+        .prefix("gateway:")
+        .connect()
+        .await?;
+    limited(listener, upstream, flags, limiter, extractor).await
+}
+
+#[cfg(not(feature = "redis"))]
+async fn through_redis<X: KeyExtractor>(
+    _: TcpListener,
+    _: Upstream,
+    _: &Flags,
+    _: X,
+    _: &str,
+) -> Result<(), Box<dyn Error>> {
+    Err("--redis needs the `redis` feature: cargo run --release --features tower,redis --example gateway -- ...".into())
+}
+
+async fn limited<L, X>(
+    listener: TcpListener,
+    upstream: Upstream,
+    flags: &Flags,
+    limiter: L,
+    extractor: X,
+) -> Result<(), Box<dyn Error>>
+where
+    L: RateLimiter<X::Key> + 'static,
+    X: KeyExtractor,
+    X::Key: Clone,
+{
     let mut layer = RateLimitLayer::builder(limiter, extractor)
         .legacy_fields(flags.legacy)
         .fields_on_admitted(flags.admitted_fields);
