@@ -6,7 +6,7 @@ mod middleware_common;
 use bytes::Bytes;
 use http::{HeaderName, Method, Request, StatusCode, Version};
 use http_body_util::Empty;
-use middleware_common::{http2_client, send, serve, Hello};
+use middleware_common::{http1_client, http2_client, send, serve, Hello};
 use tollgate::middleware::{HeaderKey, RateLimitLayer};
 use tollgate::{KeyedLimiter, ManualClock, Timestamp, TokenBucket};
 use tower::Layer;
@@ -14,10 +14,14 @@ use tower::Layer;
 type Error = Box<dyn std::error::Error>;
 
 fn grpc_call(address: std::net::SocketAddr) -> Request<Empty<Bytes>> {
+    call_with(address, "application/grpc")
+}
+
+fn call_with(address: std::net::SocketAddr, content_type: &str) -> Request<Empty<Bytes>> {
     Request::builder()
         .method(Method::POST)
         .uri(format!("http://{address}/helloworld.Greeter/SayHello"))
-        .header("content-type", "application/grpc")
+        .header("content-type", content_type)
         .header("te", "trailers")
         .header("x-api-key", "k")
         .body(Empty::new())
@@ -60,5 +64,44 @@ async fn a_refused_grpc_call_is_resource_exhausted() -> Result<(), Error> {
     assert_eq!(answer.header("ratelimit-policy"), r#""default";q=2;w=60"#);
     assert_eq!(answer.header("ratelimit"), r#""default";r=0;t=30"#);
     assert_eq!(answer.body, "");
+    Ok(())
+}
+
+#[tokio::test]
+async fn grpc_web_is_refused_in_grpc_web_and_look_alikes_in_plain_http() -> Result<(), Error> {
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock)?;
+    let layer = RateLimitLayer::new(limiter, HeaderKey::new(HeaderName::from_static("x-api-key")));
+    let address = serve(layer.layer(Hello), true).await;
+    // gRPC-Web travels over HTTP/1.1 too.
+    let client = http1_client();
+    let spent = send(&client, call_with(address, "application/grpc-web+proto")).await;
+    assert_eq!(spent.header("grpc-status"), "0", "the application answered");
+
+    // A gRPC-Web client is refused in its own content type, which its library decodes.
+    for content_type in [
+        "application/grpc-web+proto",
+        "application/grpc-web-text",
+        "Application/gRPC-Web",
+        "application/grpc+json",
+    ] {
+        let answer = send(&client, call_with(address, content_type)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{content_type}");
+        assert_eq!(answer.header("content-type"), content_type);
+        assert_eq!(answer.header("grpc-status"), "8", "{content_type}");
+        assert_eq!(answer.header("retry-after"), "60", "{content_type}");
+    }
+    // Content types that only start like gRPC's are plain HTTP: a 429 with a text body.
+    for content_type in [
+        "application/grpcfoo",
+        "application/grpc-webby",
+        "application/grpc+",
+    ] {
+        let answer = send(&client, call_with(address, content_type)).await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{content_type}");
+        assert_eq!(answer.header("content-type"), "text/plain; charset=utf-8");
+        assert_eq!(answer.header("grpc-status"), "", "{content_type}");
+        assert_eq!(answer.body, "too many requests: retry after 60 s\n");
+    }
     Ok(())
 }

@@ -7,13 +7,13 @@ mod middleware_common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, StatusCode};
+use http::{HeaderName, Request, StatusCode};
 use middleware_common::{get, http1_client, serve, Hello, Stamp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tollgate::middleware::{HeaderKey, RateLimitLayer};
 use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp};
-use tower::Layer;
+use tower::{Layer, Service};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -156,5 +156,46 @@ async fn a_client_that_leaves_while_waiting_gives_its_slot_back() -> Result<(), 
     let mut byte = [0u8; 1];
     let early = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut byte)).await;
     assert!(early.is_err(), "the request waits for its slot 10 s away");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_response_future_dropped_before_its_first_poll_gives_its_slot_back() -> Result<(), Error> {
+    // A slot every 10 s, one at once and up to 3 waiting, on a clock that stands still: the
+    // limiter's state only changes when the layer decides or refunds.
+    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("1/10s burst 4".parse()?)?,
+        100,
+        clock(),
+    )?);
+    let mut service = RateLimitLayer::new(Arc::clone(&limiter), api_key()).layer(Hello);
+    let key = "k".to_owned();
+    let next_delay = || limiter.peek(&key).delay();
+    let request = || {
+        Request::get("/")
+            .header("x-api-key", "k")
+            .body(())
+            .expect("a valid request")
+    };
+
+    // The first request takes the free slot and is answered at once.
+    std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx)).await?;
+    let first = service.call(request()).await?;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(next_delay(), Duration::from_secs(10));
+
+    // The second is given the slot 10 s away the moment it is called: the slot is counted...
+    std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx)).await?;
+    let waiting = service.call(request());
+    assert_eq!(next_delay(), Duration::from_secs(20));
+    // ... and its response future, dropped without ever being polled, gives it back.
+    drop(waiting);
+    assert_eq!(next_delay(), Duration::from_secs(10));
+
+    // The same with several never-polled requests at once: each gives back its own slot.
+    let waiting: Vec<_> = (0..2).map(|_| service.call(request())).collect();
+    assert_eq!(next_delay(), Duration::from_secs(30));
+    drop(waiting);
+    assert_eq!(next_delay(), Duration::from_secs(10));
     Ok(())
 }

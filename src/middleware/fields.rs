@@ -24,19 +24,43 @@ pub(crate) fn ceil_secs(duration: Duration) -> u64 {
         .saturating_add(u64::from(duration.subsec_nanos() > 0))
 }
 
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// `n` in decimal, written on the stack.
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    fn new(mut n: u64) -> Decimal {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        Decimal { digits, start }
     }
-    out.extend_from_slice(&digits[start..]);
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
+}
+
+/// Appends `n` in decimal.
+#[cfg(test)]
+fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(Decimal::new(n).as_bytes());
+}
+
+/// `n` as a header value, in one allocation (`HeaderValue::from(u64)` takes two: a buffer
+/// with room to spare, and the `Bytes` header sharing it).
+fn decimal_value(n: u64) -> HeaderValue {
+    // Digits are always a valid value.
+    HeaderValue::from_bytes(Decimal::new(n).as_bytes()).unwrap_or_else(|_| HeaderValue::from(n))
 }
 
 /// Which fields a layer writes, with what it can prepare once.
@@ -46,7 +70,8 @@ pub(crate) struct Fields {
     name: String,
     /// `RateLimit-Policy`, the same on every response.
     policy_value: HeaderValue,
-    quota: u64,
+    /// `X-RateLimit-Limit`, the same on every response.
+    limit_value: HeaderValue,
     /// Whether admitted responses carry the fields too.
     pub(crate) on_admitted: bool,
     /// Whether the legacy `X-RateLimit-Limit/Remaining/Reset` are written too.
@@ -62,7 +87,7 @@ impl Fields {
         Fields {
             name: name.0,
             policy_value,
-            quota: policy.quota,
+            limit_value: decimal_value(policy.quota),
             on_admitted: false,
             legacy: false,
         }
@@ -82,21 +107,26 @@ impl Fields {
     pub(crate) fn prepare(&self, remaining: u64, reset: Duration) -> PreparedFields {
         let reset = ceil_secs(reset);
         // `"name";r=R;t=T`, written by hand: `format!` costs more than the rest of the field.
-        let mut value = Vec::with_capacity(self.name.len() + 2 * 23);
+        let (r, t) = (Decimal::new(remaining), Decimal::new(reset));
+        let (r, t) = (r.as_bytes(), t.as_bytes());
+        // Exactly the value's length: `Bytes` then takes the buffer as it is, where spare room
+        // would cost it a second allocation.
+        let mut value = Vec::with_capacity(self.name.len() + 6 + r.len() + t.len());
         value.extend_from_slice(self.name.as_bytes());
         value.extend_from_slice(b";r=");
-        push_decimal(&mut value, remaining);
+        value.extend_from_slice(r);
         value.extend_from_slice(b";t=");
-        push_decimal(&mut value, reset);
+        value.extend_from_slice(t);
+        debug_assert_eq!(value.len(), value.capacity());
         PreparedFields {
             policy: self.policy_value.clone(),
             // The name is printable ASCII and the rest digits, so the value is always valid.
             ratelimit: HeaderValue::from_maybe_shared(Bytes::from(value)).ok(),
             legacy: self.legacy.then(|| {
                 (
-                    HeaderValue::from(self.quota),
-                    HeaderValue::from(remaining),
-                    HeaderValue::from(reset),
+                    self.limit_value.clone(),
+                    decimal_value(remaining),
+                    decimal_value(reset),
                 )
             }),
         }

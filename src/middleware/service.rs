@@ -5,19 +5,21 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
+use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::fields::PreparedFields;
 use super::key::KeyExtractor;
 use super::layer::{MissingKey, OnLimiterError, Shared};
 use super::limiter::{LimiterError, RateLimiter};
-use super::refusal::{self, is_grpc};
-use super::shaping::wait_for_slot;
+use super::refusal::{self, grpc_content_type};
+use super::shaping::Slot;
 use crate::{Decision, Outcome};
 
 /// Every request weighs one unit.
@@ -92,7 +94,7 @@ where
         if shared.route.as_ref().is_some_and(|route| !route.matches(&head)) {
             return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), None);
         }
-        let grpc = is_grpc(&head.headers);
+        let grpc = grpc_content_type(&head.headers);
         let key = match shared.extractor.extract(&head) {
             Ok(key) => key,
             Err(error) => match &shared.missing_key {
@@ -102,25 +104,39 @@ where
                 }
             },
         };
-        // The fast path: a limiter in memory decides here, and only an admitted request with
-        // no wait reaches the inner service, with nothing else to allocate or share.
+        // The fast path: a limiter in memory decides here, and an admitted request with no wait
+        // reaches the inner service in place: no box, no `Arc` (what it may still allocate is
+        // its key, when the extractor's key owns memory, and its `RateLimit` field, when
+        // admitted responses carry the fields).
         let decision = match shared.limiter.decide_now(&key, COST) {
-            Some(Ok(decision)) if decision.delay().is_zero() || !decision.is_allowed() => decision,
+            Some(Ok(decision)) => decision,
             Some(Err(error)) => match limiter_error(shared, error, grpc) {
                 Some(answer) => return ResponseFuture::own(answer),
                 None => return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), None),
             },
-            // A wait for a slot, or a limiter that decides asynchronously.
-            decided => {
-                let slow = limit(Arc::clone(shared), inner, head, body, key, decided, grpc);
+            // A limiter that decides asynchronously.
+            None => {
+                let grpc = grpc.cloned();
+                let slow = decide_later(Arc::clone(shared), inner, head, body, key, grpc);
                 return ResponseFuture::slow(Box::pin(slow));
             }
         };
-        match answer(shared, &decision, grpc) {
-            Answer::Refuse(refused) => ResponseFuture::own(refused),
-            Answer::Forward(fields) => {
-                ResponseFuture::inner(inner.call(Request::from_parts(head, body)), fields)
+        let fields = match answer(shared, &decision, grpc) {
+            Answer::Forward(fields) => fields,
+            Answer::Refuse(refused) => return ResponseFuture::own(refused),
+        };
+        let delay = decision.delay();
+        if delay.is_zero() {
+            return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), fields);
+        }
+        // A wait for its slot. The slot is held from here on: a response future dropped before
+        // the slot comes, even before its first poll, gives it back.
+        match hold_slot(shared, key, delay, grpc) {
+            Ok(slot) => {
+                let shaped = wait_and_forward(slot, delay, inner, head, body, fields);
+                ResponseFuture::slow(Box::pin(shaped))
             }
+            Err(refused) => ResponseFuture::own(*refused),
         }
     }
 }
@@ -134,7 +150,11 @@ enum Answer {
     Refuse(Response<Full<Bytes>>),
 }
 
-fn answer<L, X: KeyExtractor>(shared: &Shared<L, X>, decision: &Decision, grpc: bool) -> Answer {
+fn answer<L, X: KeyExtractor>(
+    shared: &Shared<L, X>,
+    decision: &Decision,
+    grpc: Option<&HeaderValue>,
+) -> Answer {
     let fields = &shared.fields;
     match decision.outcome() {
         Outcome::Allowed | Outcome::AllowedUntracked => {
@@ -161,7 +181,7 @@ fn answer<L, X: KeyExtractor>(shared: &Shared<L, X>, decision: &Decision, grpc: 
 fn limiter_error<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
     error: LimiterError,
-    grpc: bool,
+    grpc: Option<&HeaderValue>,
 ) -> Option<Response<Full<Bytes>>> {
     match shared.on_error {
         OnLimiterError::Admit => None,
@@ -169,27 +189,43 @@ fn limiter_error<L, X: KeyExtractor>(
     }
 }
 
-/// The asynchronous path: a limiter that decides elsewhere (`decided` is `None`), or a shaped
-/// request that waits for its slot.
-async fn limit<S, L, X, ReqBody, ResBody>(
+/// The slot of an admitted request given a `delay`, held from now on; or, for a wait above
+/// the maximum, the slot given back and the refusal (boxed: a refusal is the rare, larger case).
+fn hold_slot<L, X>(
+    shared: &Arc<Shared<L, X>>,
+    key: X::Key,
+    delay: Duration,
+    grpc: Option<&HeaderValue>,
+) -> Result<Slot<L, X>, Box<Response<Full<Bytes>>>>
+where
+    L: RateLimiter<X::Key>,
+    X: KeyExtractor,
+{
+    if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
+        // Too long a wait: give the slot back and say when the wait would fit.
+        shared.limiter.refund(key, COST);
+        let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
+        return Err(Box::new(refused));
+    }
+    Ok(Slot::taken(Arc::clone(shared), key, COST))
+}
+
+/// The asynchronous path of a limiter that decides elsewhere (`decide_now` gave `None`).
+async fn decide_later<S, L, X, ReqBody, ResBody>(
     shared: Arc<Shared<L, X>>,
     inner: S,
     head: Parts,
     body: ReqBody,
     key: X::Key,
-    decided: Option<Result<Decision, LimiterError>>,
-    grpc: bool,
+    grpc: Option<HeaderValue>,
 ) -> Result<Response<LimitedBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     L: RateLimiter<X::Key>,
     X: KeyExtractor,
 {
-    let decided = match decided {
-        Some(decided) => decided,
-        None => shared.limiter.decide(&key, COST).await,
-    };
-    let decision = match decided {
+    let grpc = grpc.as_ref();
+    let decision = match shared.limiter.decide(&key, COST).await {
         Ok(decision) => decision,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {
@@ -203,15 +239,31 @@ where
         Answer::Refuse(refused) => return Ok(refused.map(Either::Right)),
     };
     let delay = decision.delay();
-    if !delay.is_zero() {
-        if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
-            // Too long a wait: give the slot back and say when the wait would fit.
-            shared.limiter.refund(key, COST);
-            let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
-            return Ok(refused.map(Either::Right));
-        }
-        wait_for_slot(&shared.limiter, key, COST, delay).await;
+    if delay.is_zero() {
+        return forward(inner, head, body, fields).await;
     }
+    match hold_slot(&shared, key, delay, grpc) {
+        Ok(slot) => wait_and_forward(slot, delay, inner, head, body, fields).await,
+        Err(refused) => Ok(refused.map(Either::Right)),
+    }
+}
+
+/// A shaped request: waits `delay` for its `slot` (given back if this future is dropped
+/// first), then is forwarded.
+async fn wait_and_forward<S, L, X, ReqBody, ResBody>(
+    slot: Slot<L, X>,
+    delay: Duration,
+    inner: S,
+    head: Parts,
+    body: ReqBody,
+    fields: Option<PreparedFields>,
+) -> Result<Response<LimitedBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    L: RateLimiter<X::Key>,
+    X: KeyExtractor,
+{
+    slot.wait(delay).await;
     forward(inner, head, body, fields).await
 }
 
@@ -232,44 +284,54 @@ where
     Ok(response.map(Either::Left))
 }
 
-/// The future a [`RateLimit`] service returns: the layer's own answer, the inner service's
-/// (with the rate-limit fields added), or the asynchronous path (a wait for a slot, a limiter
-/// deciding elsewhere).
-pub struct ResponseFuture<F, B, E> {
-    state: State<F, B, E>,
-}
-
 /// The boxed asynchronous path.
 type SlowPath<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitedBody<B>>, E>> + Send>>;
 
-enum State<F, B, E> {
-    Own(Option<Response<Full<Bytes>>>),
-    Inner {
-        future: Pin<Box<F>>,
-        fields: Option<PreparedFields>,
-    },
-    Slow(SlowPath<B, E>),
+pin_project! {
+    /// The future a [`RateLimit`] service returns: the layer's own answer, the inner service's
+    /// (with the rate-limit fields added, in place: no allocation of its own), or the
+    /// asynchronous path (a wait for a slot, a limiter deciding elsewhere), boxed.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, E> {
+        Own {
+            response: Option<Response<Full<Bytes>>>,
+        },
+        Inner {
+            #[pin]
+            future: F,
+            fields: Option<PreparedFields>,
+        },
+        Slow {
+            future: SlowPath<B, E>,
+        },
+    }
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
     fn own(response: Response<Full<Bytes>>) -> Self {
         ResponseFuture {
-            state: State::Own(Some(response)),
+            state: State::Own {
+                response: Some(response),
+            },
         }
     }
 
     fn inner(future: F, fields: Option<PreparedFields>) -> Self {
         ResponseFuture {
-            state: State::Inner {
-                future: Box::pin(future),
-                fields,
-            },
+            state: State::Inner { future, fields },
         }
     }
 
     fn slow(future: SlowPath<B, E>) -> Self {
         ResponseFuture {
-            state: State::Slow(future),
+            state: State::Slow { future },
         }
     }
 }
@@ -281,14 +343,14 @@ where
     type Output = Result<Response<LimitedBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.get_mut().state {
+        match self.project().state.project() {
             // Polled again after completion: never ready again, as futures may.
-            State::Own(response) => match response.take() {
+            StateProj::Own { response } => match response.take() {
                 Some(response) => Poll::Ready(Ok(response.map(Either::Right))),
                 None => Poll::Pending,
             },
-            State::Inner { future, fields } => {
-                let mut response = match future.as_mut().poll(cx) {
+            StateProj::Inner { future, fields } => {
+                let mut response = match future.poll(cx) {
                     Poll::Ready(Ok(response)) => response,
                     Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                     Poll::Pending => return Poll::Pending,
@@ -298,7 +360,7 @@ where
                 }
                 Poll::Ready(Ok(response.map(Either::Left)))
             }
-            State::Slow(future) => future.as_mut().poll(cx),
+            StateProj::Slow { future } => future.as_mut().poll(cx),
         }
     }
 }
@@ -306,9 +368,9 @@ where
 impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
-            State::Own(_) => "own answer",
+            State::Own { .. } => "own answer",
             State::Inner { .. } => "inner service",
-            State::Slow(_) => "asynchronous path",
+            State::Slow { .. } => "asynchronous path",
         };
         f.debug_struct("ResponseFuture").field("state", &state).finish()
     }

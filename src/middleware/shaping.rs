@@ -1,34 +1,57 @@
 //! Shaping: an admitted request waits for its slot; a client that leaves gives the slot back.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::key::KeyExtractor;
+use super::layer::Shared;
 use super::limiter::RateLimiter;
 
-/// Waits `delay` (a tokio timer) for the slot `limiter` gave `key`. If this future is dropped
-/// before the slot (the client disconnected, a timeout fired), the slot is given back with
-/// [`RateLimiter::refund`], so the requests behind it move up.
-pub(crate) async fn wait_for_slot<K, L: RateLimiter<K>>(limiter: &L, key: K, cost: u64, delay: Duration) {
-    let mut slot = SlotGuard {
-        limiter,
-        key: Some(key),
-        cost,
-    };
-    tokio::time::sleep(delay).await;
-    // The slot came: it is used, nothing to give back.
-    slot.key = None;
-}
-
-/// Gives the slot back when dropped while still holding the key.
-struct SlotGuard<'a, K, L: RateLimiter<K>> {
-    limiter: &'a L,
-    key: Option<K>,
+/// A slot the limiter gave a key and that is not used yet.
+///
+/// It owns what a refund needs (the layer's limiter and the key), so it is made the moment the
+/// slot is counted: dropped before [`wait`](Self::wait) completes (the client disconnected, a
+/// timeout fired, the response future was dropped, even before its first poll), it gives the
+/// slot back with [`RateLimiter::refund`], so the requests behind it move up.
+pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
+    shared: Arc<Shared<L, X>>,
+    /// `None` once the slot is used.
+    key: Option<X::Key>,
     cost: u64,
 }
 
-impl<K, L: RateLimiter<K>> Drop for SlotGuard<'_, K, L> {
+impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
+    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`.
+    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64) -> Self {
+        Slot {
+            shared,
+            key: Some(key),
+            cost,
+        }
+    }
+
+    /// Waits `delay` (a tokio timer) for the slot; once it comes, the slot is used.
+    pub(crate) async fn wait(mut self, delay: Duration) {
+        tokio::time::sleep(delay).await;
+        // The slot came: it is used, nothing to give back.
+        self.key = None;
+    }
+}
+
+impl<L: RateLimiter<X::Key>, X: KeyExtractor> Drop for Slot<L, X> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.limiter.refund(key, self.cost);
+            self.shared.limiter.refund(key, self.cost);
         }
+    }
+}
+
+impl<L: RateLimiter<X::Key>, X: KeyExtractor> fmt::Debug for Slot<L, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slot")
+            .field("used", &self.key.is_none())
+            .field("cost", &self.cost)
+            .finish_non_exhaustive()
     }
 }
