@@ -106,7 +106,8 @@ fn sliding_window(
     let w = micros(window.window())?;
     // The window's start relative to now: `-elapsed`, or how far the clock went back before it.
     let ahead = u64::try_from(start_minus_now.max(0)).ok()?;
-    let elapsed = u64::try_from(-start_minus_now.min(0)).ok()?;
+    // `unsigned_abs`, not `-`: an (unexpected) `i64::MIN` must be refused, not overflow.
+    let elapsed = start_minus_now.min(0).unsigned_abs();
     let index = ahead.div_ceil(w).checked_add(2)?;
     let start = index.checked_mul(w)?;
     let now = start
@@ -221,5 +222,32 @@ mod tests {
             1,
         );
         assert_eq!(log.map(|d| d.retry_after()), Some(Duration::from_micros(7)));
+    }
+
+    #[test]
+    fn extreme_integers_in_a_reply_are_refused_or_read_never_a_panic() {
+        let extremes = [i64::MIN, i64::MIN + 1, -2, -1, 0, 1, 2, i64::MAX - 1, i64::MAX];
+        let readers = [
+            Reader::TokenBucket(bucket()),
+            Reader::LeakyBucket(LeakyBucket::new("10/s burst 3".parse().unwrap()).unwrap()),
+            Reader::FixedWindow { limit: 5 },
+            Reader::SlidingWindow(SlidingWindow::new("100/min".parse().unwrap()).unwrap()),
+            Reader::Log,
+        ];
+        for reader in &readers {
+            for &a in &extremes {
+                let _ = decision(reader, &Value::Int(a), 1);
+                for &b in &extremes {
+                    for &c in &extremes {
+                        for &d in &extremes {
+                            let four = [a, b, c, d].map(Value::Int).to_vec();
+                            let _ = decision(reader, &Value::Array(four), 1);
+                        }
+                        let three = [a, b, c].map(Value::Int).to_vec();
+                        let _ = decision(reader, &Value::Array(three), 1);
+                    }
+                }
+            }
+        }
     }
 }
