@@ -1,6 +1,6 @@
 //! HTTP rate limiting as a [`tower`] layer (feature `tower`): one shared keyed limiter in front
-//! of any tower service over `http` types (hyper and axum are tested; gRPC is handled by
-//! content type, tested over raw HTTP/2 rather than with tonic).
+//! of any tower service over `http` types (hyper, axum and a tonic server are tested; a gRPC
+//! request is recognised by its content type and refused with `RESOURCE_EXHAUSTED`).
 //!
 //! ```
 //! use std::net::IpAddr;
