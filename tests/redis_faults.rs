@@ -176,26 +176,16 @@ async fn a_limiter_built_while_redis_is_down_answers_by_its_policy() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_key_holding_a_foreign_value_is_a_typed_error() {
     let server = RedisServer::start();
-    let mut raw = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let algorithms: [RedisAlgorithm; 5] = [
-        TokenBucket::new("10/s".parse().unwrap()).unwrap().into(),
-        LeakyBucket::new("10/s".parse().unwrap()).unwrap().into(),
-        FixedWindow::new("10/s".parse().unwrap()).unwrap().into(),
-        SlidingWindow::new("10/s".parse().unwrap()).unwrap().into(),
-        SlidingLog::new("10/s".parse().unwrap()).unwrap().into(),
-    ];
-    for algorithm in algorithms {
+    let mut raw = raw_connection(&server).await;
+    for algorithm in every_algorithm("10/s") {
         let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
             .deadline(Duration::from_secs(5))
             .connect()
             .await
             .unwrap();
-        let (list_key, string_key) = (limiter.redis_key("a-list"), limiter.redis_key("a-string"));
-        let (hash_key, _) = (limiter.redis_key("a-hash"), ());
+        let list_key = limiter.redis_key("a-list");
+        let string_key = limiter.redis_key("a-string");
+        let hash_key = limiter.redis_key("a-hash");
         let _: () = raw.rpush(&list_key, "x").await.unwrap();
         let _: () = raw.set(&string_key, "not a state").await.unwrap();
         let _: () = raw.hset(&hash_key, "f", "1").await.unwrap();
@@ -236,19 +226,8 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
 #[tokio::test(flavor = "current_thread")]
 async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     let server = RedisServer::start();
-    let mut raw = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let algorithms: [RedisAlgorithm; 5] = [
-        TokenBucket::new("10/s".parse().unwrap()).unwrap().into(),
-        LeakyBucket::new("10/s burst 5".parse().unwrap()).unwrap().into(),
-        FixedWindow::new("10/s".parse().unwrap()).unwrap().into(),
-        SlidingWindow::new("10/s".parse().unwrap()).unwrap().into(),
-        SlidingLog::new("10/s".parse().unwrap()).unwrap().into(),
-    ];
-    for algorithm in algorithms {
+    let mut raw = raw_connection(&server).await;
+    for algorithm in every_algorithm("10/s burst 5") {
         let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
             .prefix("app:")
             .deadline(Duration::from_secs(5))
@@ -286,4 +265,25 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     tokio::time::sleep(Duration::from_millis(60)).await;
     let exists: bool = raw.exists(&key).await.unwrap();
     assert!(!exists, "the key outlived its state");
+}
+
+/// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
+async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The five algorithms at `"10/s"`, the leaky bucket at `shaper_quota`.
+fn every_algorithm(shaper_quota: &str) -> [RedisAlgorithm; 5] {
+    let quota = "10/s".parse().unwrap();
+    [
+        TokenBucket::new(quota).unwrap().into(),
+        LeakyBucket::new(shaper_quota.parse().unwrap()).unwrap().into(),
+        FixedWindow::new(quota).unwrap().into(),
+        SlidingWindow::new(quota).unwrap().into(),
+        SlidingLog::new(quota).unwrap().into(),
+    ]
 }
