@@ -84,9 +84,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "wrk: 1 thread, $CONNECTIONS connections, $DURATION per run, $KEYS keys; quota $QUOTA (token bucket)"
 # Each round runs the three gateways back to back, so they share the machine's conditions: no
-# layer, the layer as configured by default (RateLimit fields on every response), and the layer
-# writing its fields on refusals only. The cost is the median of the per-round ratios to the
-# gateway without the layer.
+# layer, the layer as the gateway example configures it (RateLimit fields on every response), and
+# the layer as the library configures it by default (fields on refusals only). The cost is the
+# median of the per-round ratios to the gateway without the layer.
 limited_flags=(--key header:x-api-key --quota "$QUOTA" --capacity 100000)
 ratios=() cpu_ratios=() quiet_ratios=() quiet_cpu_ratios=()
 for round in $(seq "$ROUNDS"); do
