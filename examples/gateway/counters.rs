@@ -1,4 +1,4 @@
-//! Counting admitted and refused requests, printed once a second.
+//! Counting admitted, refused and unavailable responses, printed once a second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,10 +12,11 @@ use tower::Service;
 pub(crate) struct Counters {
     admitted: AtomicU64,
     refused: AtomicU64,
+    unavailable: AtomicU64,
 }
 
 impl Counters {
-    /// Prints, every second, what was admitted and refused in that second.
+    /// Prints, every second, what was admitted, refused and unavailable in that second.
     pub(crate) fn print_every_second(self: Arc<Self>) {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -27,14 +28,19 @@ impl Counters {
                 // Relaxed: independent counters read for a report; no other data depends on them.
                 let admitted = self.admitted.swap(0, Ordering::Relaxed);
                 let refused = self.refused.swap(0, Ordering::Relaxed);
-                println!("{second:>5}s  admitted {admitted:>8}  refused {refused:>8}");
+                let unavailable = self.unavailable.swap(0, Ordering::Relaxed);
+                println!(
+                    "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}"
+                );
             }
         });
     }
 }
 
-/// Counts each response: a 429 or a gRPC `RESOURCE_EXHAUSTED` is refused, anything else
-/// admitted.
+/// Counts each response: a 429 or a gRPC `RESOURCE_EXHAUSTED` is refused; a 503 or a gRPC
+/// `UNAVAILABLE` is unavailable (the limiter could not decide: its table was full of active
+/// keys, or Redis was away and the policy fails closed; or the upstream itself answered so);
+/// anything else admitted.
 #[derive(Clone, Debug)]
 pub(crate) struct Count<S> {
     pub(crate) inner: S,
@@ -59,13 +65,15 @@ where
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
-            let refused = response.status() == StatusCode::TOO_MANY_REQUESTS
-                || response
-                    .headers()
-                    .get("grpc-status")
-                    .is_some_and(|status| status == "8");
-            let counter = if refused {
+            let grpc_status = response.headers().get("grpc-status");
+            let counter = if response.status() == StatusCode::TOO_MANY_REQUESTS
+                || grpc_status.is_some_and(|status| status == "8")
+            {
                 &counters.refused
+            } else if response.status() == StatusCode::SERVICE_UNAVAILABLE
+                || grpc_status.is_some_and(|status| status == "14")
+            {
+                &counters.unavailable
             } else {
                 &counters.admitted
             };

@@ -34,7 +34,8 @@ OPTIONS:
     --no-limit             no rate limiter (a baseline for load tests)
     --help                 this text
 
-Every second it prints the requests admitted and refused in that second.";
+Every second it prints the requests admitted, refused (429) and unavailable (503: the limiter
+could not decide) in that second.";
 
 /// How requests are keyed.
 #[derive(Clone, Debug)]
