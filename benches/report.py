@@ -33,6 +33,7 @@ DIRECT_PEERS = ["governor", "ratelimit", "ratelimit_std", "mutex_f64_bucket"]
 FLOORS = [
     "floor/clock_read",
     "floor/clock_read+load+cas",
+    "floor/clock_read+hash+load16+cas16",
     "floor/std_instant_now",
     "floor/governor_clock_read",
 ]

@@ -1,5 +1,6 @@
 //! ns per decision of every direct limiter, allowed and denied paths, on both clock kinds, beside
-//! the floor (one clock read; one clock read plus an uncontended load and CAS), all in one run.
+//! the floors (one clock read; one clock read plus an uncontended load and CAS; the keyed floor:
+//! a clock read, a key hash and an uncontended 16-byte load and CAS), all in one run.
 //!
 //! Groups `direct/precise` and `direct/coarse`; rows `contender/allowed`, `contender/denied` and
 //! `floor/...`:
@@ -29,8 +30,8 @@ use tollgate::{Clock, CoarseClock, PreciseClock};
 use tollgate_peers::timing::decide_direct;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
-    ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect, InstantRead,
-    RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    ClockReadHashLoadCas16, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect,
+    InstantRead, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -105,6 +106,11 @@ fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
         group,
         "floor/clock_read+load+cas",
         ClockReadLoadCas::new(clock.clone()),
+    );
+    floor_row(
+        group,
+        "floor/clock_read+hash+load16+cas16",
+        ClockReadHashLoadCas16::new(clock.clone()),
     );
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
+use portable_atomic::AtomicU128;
 use tollgate::Clock;
 
 use crate::Direct;
@@ -63,6 +64,50 @@ impl<C: Clock> Direct for ClockReadLoadCas<C> {
     }
 
     fn admitted(_: &Result<u64, u64>) -> bool {
+        true
+    }
+}
+
+/// The keyed floor: one clock read, the key's hash (ahash, as tollgate's keyed table hashes), and
+/// one uncontended 16-byte load and compare-and-swap of a cache-padded slot whose value changes
+/// every call: the work no keyed decision of tollgate's design can skip (a keyed slot is one
+/// 128-bit word, so that a decision can never charge a key that replaced the one it found).
+#[derive(Debug)]
+pub struct ClockReadHashLoadCas16<C> {
+    clock: C,
+    hasher: ahash::RandomState,
+    key: u64,
+    slot: CachePadded<AtomicU128>,
+}
+
+impl<C: Clock> ClockReadHashLoadCas16<C> {
+    /// The keyed floor on `clock`.
+    pub fn new(clock: C) -> ClockReadHashLoadCas16<C> {
+        ClockReadHashLoadCas16 {
+            clock,
+            hasher: ahash::RandomState::new(),
+            key: 42,
+            slot: CachePadded::new(AtomicU128::new(0)),
+        }
+    }
+}
+
+impl<C: Clock> Direct for ClockReadHashLoadCas16<C> {
+    type Answer = Result<u128, u128>;
+
+    #[inline(always)]
+    fn check(&self) -> Result<u128, u128> {
+        let now = self.clock.now().as_nanos();
+        let hash = self.hasher.hash_one(std::hint::black_box(self.key));
+        // Relaxed: as tollgate's keyed decision loads its slot; the floor publishes nothing.
+        let current = self.slot.load(Ordering::Relaxed);
+        let next = (u128::from(hash) << 64) | u128::from((current as u64).wrapping_add(now | 1));
+        // Relaxed, weak: the CAS tollgate's keyed decision makes.
+        self.slot
+            .compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed)
+    }
+
+    fn admitted(_: &Result<u128, u128>) -> bool {
         true
     }
 }

@@ -24,7 +24,9 @@ pub use direct::{
     DirectContender, GovernorDirect, GovernorDirectLimiter, RatelimitDirect, SeedDirect, TollgateDirect,
     TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
-pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
+pub use floor::{
+    ClockRead, ClockReadHashLoadCas16, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing,
+};
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
     KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
