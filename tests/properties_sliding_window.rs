@@ -24,11 +24,37 @@ fn sliding(limit: u64, window: u64) -> Option<SlidingWindow> {
     }
 }
 
+/// One day in nanoseconds.
+const DAY: u64 = 86_400_000_000_000;
+
+/// A weight of 0 to `limit`, mostly a large share of it: a tenth, a third, a half, all of it, or
+/// one unit more or less than those.
+fn large_share(op: &Op, limit: u64) -> u64 {
+    let share = match op.cost(4) {
+        0 => limit / 10,
+        1 => limit / 3,
+        2 => limit / 2,
+        3 => limit,
+        _ => op.cost(limit),
+    };
+    (share + op.cost(2)).saturating_sub(1).min(limit)
+}
+
 fn window_of(sliding: &SlidingWindow) -> u64 {
     u64::try_from(sliding.window().as_nanos()).unwrap()
 }
 
 fn run_against_model(sliding: SlidingWindow, start: Start, ops: &[Op]) -> Result<(), TestCaseError> {
+    run_against_model_weighing(sliding, start, ops, Op::cost)
+}
+
+/// [`run_against_model`] with each request's weight drawn by `cost(op, limit)`.
+fn run_against_model_weighing(
+    sliding: SlidingWindow,
+    start: Start,
+    ops: &[Op],
+    cost: impl Fn(&Op, u64) -> u64,
+) -> Result<(), TestCaseError> {
     let (limit, window) = (sliding.limit(), window_of(&sliding));
     let limiter = DirectLimiter::with_clock(sliding, ManualClock::new());
     prop_assert_eq!(limiter.capacity(), limit);
@@ -38,7 +64,7 @@ fn run_against_model(sliding: SlidingWindow, start: Start, ops: &[Op]) -> Result
         if i > 0 {
             now = op.forward(now, window);
         }
-        let cost = op.cost(limit);
+        let cost = cost(op, limit);
         let got = peek_then_check(&limiter, op, now, cost)?;
         let estimate = model.estimate(now);
         let expected = model.decide(now, cost);
@@ -72,6 +98,20 @@ proptest! {
         let sliding = sliding(limit, window);
         prop_assume!(sliding.is_some());
         run_against_model(sliding.unwrap(), start, &ops)?;
+    }
+
+    /// The same where `limit * w` is near `u64::MAX` (one-day windows, limits around
+    /// `u64::MAX / w` = 213,503), on both sides: below it the limiter decides in `u64`, above it
+    /// in `u128`. Weights are a large share of the limit, so windows fill within a trace.
+    #[test]
+    fn decisions_match_the_exact_estimate_where_limit_times_window_nears_u64_max(
+        above in -3i64..=3,
+        window in DAY - 1..=DAY + 1,
+        start in start(),
+        ops in ops(48),
+    ) {
+        let limit = (u64::MAX / window).saturating_add_signed(above);
+        run_against_model_weighing(sliding(limit, window).unwrap(), start, &ops, large_share)?;
     }
 
     /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and:

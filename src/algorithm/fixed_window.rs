@@ -1,6 +1,7 @@
 //! Fixed window counter: `limit` per window, windows aligned to multiples of `w` since the
 //! UNIX epoch.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use crate::error::QuotaError;
@@ -10,6 +11,9 @@ use super::window::{nanos_until, WindowLayout};
 use super::{Algorithm, Transition};
 
 const FIELDS: u32 = 1;
+
+#[cfg(test)]
+mod tests;
 
 /// Packed state of the fixed window counter: `[window index | count]`, split as the window
 /// length dictates (the index field is as wide as the largest window index a `u64` timestamp can
@@ -30,7 +34,7 @@ impl FixedWindowState {
 
     /// The window the count belongs to (`now / w` when it was last written).
     pub fn index(self, limiter: &FixedWindow) -> u64 {
-        limiter.layout.index(self.0, FIELDS)
+        limiter.layout.index(self.0)
     }
 
     /// Units admitted in that window.
@@ -57,8 +61,12 @@ impl FixedWindowState {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindow {
-    limit: u64,
+    /// Never 0 (a [`Quota`] counts at least 1), which the compiler then knows too.
+    limit: NonZeroU64,
     layout: WindowLayout,
+    /// The first window index [`decide`](Algorithm::decide) hands to the general path: below
+    /// it, the window after `index` starts at a representable instant (`u64::MAX / w`).
+    fast_end: u64,
 }
 
 impl FixedWindow {
@@ -73,10 +81,12 @@ impl FixedWindow {
                 algorithm: "fixed window counter",
             });
         }
-        let layout = WindowLayout::new(quota.period_nanos(), quota.count(), FIELDS)?;
+        let limit = NonZeroU64::new(quota.count()).ok_or(QuotaError::ZeroCount)?;
+        let layout = WindowLayout::new(quota.period_nanos(), limit.get(), FIELDS)?;
         Ok(FixedWindow {
-            limit: quota.count(),
+            limit,
             layout,
+            fast_end: u64::MAX / quota.period_nanos(),
         })
     }
 
@@ -87,7 +97,7 @@ impl FixedWindow {
 
     /// The limit per window.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.limit.get()
     }
 
     /// The largest limit that fits with this window.
@@ -98,7 +108,7 @@ impl FixedWindow {
 
 impl Algorithm for FixedWindow {
     fn capacity(&self) -> u64 {
-        self.limit
+        self.limit.get()
     }
 
     /// Idle when nothing is counted, or the count belongs to a window that has ended.
@@ -110,6 +120,57 @@ impl Algorithm for FixedWindow {
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        let limit = self.limit.get();
+        // A weight of 0 or above the limit takes the general path (`cost - 1` wraps for 0).
+        if cost.wrapping_sub(1) >= limit {
+            return self.decide_in_general(state, now, cost);
+        }
+        let (now_nanos, w) = (now.as_nanos(), self.layout.window());
+        let stored = FixedWindowState(state);
+        let stored_index = stored.index(self);
+        // Still in the stored window: known without a division. Below `fast_end`, the stored
+        // window's start does not overflow, so `elapsed < w` means `now` is in it.
+        let elapsed = now_nanos.wrapping_sub(stored_index.wrapping_mul(w));
+        let (moved, count, elapsed) = if elapsed < w && stored_index < self.fast_end {
+            (state, stored.count(self), elapsed)
+        } else {
+            // A later window starts empty. A step back into an earlier window, or a window at
+            // or past `fast_end`, takes the general path.
+            let index = self.layout.index_of(now_nanos);
+            if index <= stored_index || index >= self.fast_end {
+                return self.decide_in_general(state, now, cost);
+            }
+            // `index * w <= now`, without overflow.
+            (self.layout.pack(index, &[0]), 0, now_nanos - index * w)
+        };
+        // The window ends at a representable instant, `w - elapsed` from `now`.
+        let until_window_end = w - elapsed;
+        // Each at most `count_mask < 2^63`: the sum fits.
+        let total = count + cost;
+        if total <= limit {
+            Transition {
+                // `total <= limit <= count_mask`: no carry out of the counter.
+                state: moved + cost,
+                decision: Decision::allowed(limit - total, until_window_end, 0),
+            }
+        } else {
+            // `cost <= limit`, so it passes in the next window; and `count > 0`, so the window
+            // holds something until it ends.
+            Transition::refuse(
+                state,
+                Decision::denied(limit.saturating_sub(count), until_window_end, until_window_end),
+            )
+        }
+    }
+}
+
+impl FixedWindow {
+    /// [`decide`](Algorithm::decide) for every input: the definition that `decide` shortcuts
+    /// for a weight in `1..=limit` in a window at or after the stored one and below `fast_end`.
+    #[cold]
+    #[inline(never)]
+    fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        let limit = self.limit.get();
         let now = now.as_nanos();
         let stored = FixedWindowState(state);
         let now_index = self.layout.index_of(now);
@@ -123,28 +184,20 @@ impl Algorithm for FixedWindow {
         };
         let until_window_end = nanos_until(self.layout.start_of(index.saturating_add(1)), now);
         match count.checked_add(cost) {
-            Some(total) if total <= self.limit => Transition {
+            Some(total) if total <= limit => Transition {
                 // A weightless request stores nothing (not even a new window's index).
                 state: if cost == 0 {
                     state
                 } else {
                     self.layout.pack(index, &[total])
                 },
-                decision: Decision::allowed(
-                    self.limit - total,
-                    if total > 0 { until_window_end } else { 0 },
-                    0,
-                ),
+                decision: Decision::allowed(limit - total, if total > 0 { until_window_end } else { 0 }, 0),
             },
             _ => Transition::refuse(
                 state,
                 Decision::denied(
-                    self.limit.saturating_sub(count),
-                    if cost <= self.limit {
-                        until_window_end
-                    } else {
-                        u64::MAX
-                    },
+                    limit.saturating_sub(count),
+                    if cost <= limit { until_window_end } else { u64::MAX },
                     if count > 0 { until_window_end } else { 0 },
                 ),
             ),

@@ -1,13 +1,22 @@
 //! Sliding window counter: the current window's count plus the previous window's count
 //! weighted by how much of it the sliding window still overlaps, in exact integer arithmetic.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
+use crate::divisor::BoundedDivisor;
 use crate::error::QuotaError;
-use crate::{Decision, Quota, Timestamp};
+use crate::{Quota, Timestamp};
 
-use super::window::{nanos_until, WindowLayout};
+use super::window::WindowLayout;
 use super::{Algorithm, Transition};
+
+mod general;
+mod in_u64;
+#[cfg(test)]
+mod tests;
+
+use in_u64::Counts;
 
 const FIELDS: u32 = 2;
 const CURRENT: u32 = 0;
@@ -31,7 +40,7 @@ impl SlidingWindowState {
 
     /// The window the current count belongs to.
     pub fn index(self, limiter: &SlidingWindow) -> u64 {
-        limiter.layout.index(self.0, FIELDS)
+        limiter.layout.index(self.0)
     }
 
     /// Units admitted in the window before [`index`](Self::index).
@@ -71,10 +80,17 @@ impl SlidingWindowState {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlidingWindow {
-    limit: u64,
+    /// Never 0 (a [`Quota`] counts at least 1), which the compiler then knows too.
+    limit: NonZeroU64,
     layout: WindowLayout,
     /// `limit * w`, the right-hand side of the decision's inequality.
     budget: u128,
+    /// The first window index [`decide`](Algorithm::decide) hands to the general `u128` path
+    /// (`0` when the quota always needs it): below it `limit * w` fits a `u64` and `units` is
+    /// exact up to it, and the window two on starts at a representable instant.
+    fast_end: u64,
+    /// Division by `w` in the 64-bit path, exact up to `limit * w` when `fast_end > 0`.
+    units: BoundedDivisor,
 }
 
 impl SlidingWindow {
@@ -90,11 +106,23 @@ impl SlidingWindow {
                 algorithm: "sliding window counter",
             });
         }
-        let layout = WindowLayout::new(quota.period_nanos(), quota.count(), FIELDS)?;
+        let limit = NonZeroU64::new(quota.count()).ok_or(QuotaError::ZeroCount)?;
+        let layout = WindowLayout::new(quota.period_nanos(), limit.get(), FIELDS)?;
+        let w = quota.period_nanos();
+        let budget = u128::from(limit.get()) * u128::from(w);
+        let units = BoundedDivisor::new(w);
+        // Window `index + 2` starts at a representable instant iff `index + 2 <= u64::MAX / w`.
+        // `units` is exact up to at least 2^63 - 1 (`w > 1`: a window of 1 ns holds no count).
+        let fast_end = match u64::try_from(budget) {
+            Ok(budget) if budget <= units.max() => (u64::MAX / w).saturating_sub(1),
+            _ => 0,
+        };
         Ok(SlidingWindow {
-            budget: u128::from(quota.count()) * u128::from(quota.period_nanos()),
-            limit: quota.count(),
+            budget,
+            limit,
             layout,
+            fast_end,
+            units,
         })
     }
 
@@ -105,7 +133,7 @@ impl SlidingWindow {
 
     /// The limit per window.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.limit.get()
     }
 
     /// The largest limit that fits with this window.
@@ -119,56 +147,11 @@ impl SlidingWindow {
         let max = self.layout.count_mask();
         SlidingWindowState(self.layout.pack(index, &[current.min(max), previous.min(max)]))
     }
-
-    /// How many whole units `scaled` (units times the window length) holds.
-    #[inline]
-    fn units_in(&self, scaled: u128) -> u64 {
-        match u64::try_from(scaled) {
-            Ok(small) => self.layout.windows_in(small),
-            // Below limit * w, so the quotient is below the limit and fits.
-            Err(_) => (scaled / u128::from(self.layout.window())) as u64,
-        }
-    }
-
-    /// The earliest time at or after `now` at which `cost` more units pass, starting from
-    /// window `index` with counts `previous` and `current`, if nothing else is admitted; `None`
-    /// if that is never (past the end of representable time).
-    fn first_pass(&self, index: u64, previous: u64, current: u64, cost: u64) -> Option<u64> {
-        let w = u128::from(self.layout.window());
-        let at = |index: u64, offset: u128| self.layout.start_of(index)?.checked_add(offset as u64);
-        // Within window `index`: previous * (w - e) <= (limit - current - cost) * w.
-        if let Some(free) = self.limit.checked_sub(current).and_then(|f| f.checked_sub(cost)) {
-            let offset = earliest_offset(u128::from(previous), u128::from(free) * w, w);
-            if offset < w {
-                return at(index, offset);
-            }
-        }
-        // Within window `index + 1`, where `current` has become the previous count.
-        let free = self.limit.checked_sub(cost)?;
-        let offset = earliest_offset(u128::from(current), u128::from(free) * w, w);
-        if offset < w {
-            return at(index.checked_add(1)?, offset);
-        }
-        // Two windows on, both counts have left the sliding window.
-        self.layout.start_of(index.checked_add(2)?)
-    }
-}
-
-/// The smallest `e` in `[0, w]` with `weight * (w - e) <= budget`, or `w` if none below it.
-fn earliest_offset(weight: u128, budget: u128, w: u128) -> u128 {
-    match weight {
-        0 => 0,
-        // Usually both fit 64 bits, where division is several times cheaper than in 128.
-        _ => match (u64::try_from(budget), u64::try_from(weight)) {
-            (Ok(budget), Ok(weight)) => w - u128::from(budget / weight).min(w),
-            _ => w - (budget / weight).min(w),
-        },
-    }
 }
 
 impl Algorithm for SlidingWindow {
     fn capacity(&self) -> u64 {
-        self.limit
+        self.limit.get()
     }
 
     /// Idle when neither count can weigh on a decision at `now` or later: both are zero, or the
@@ -187,56 +170,45 @@ impl Algorithm for SlidingWindow {
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        let now = now.as_nanos();
+        // A weight of 0 or above the limit takes the general path (`cost - 1` wraps for 0).
+        if cost.wrapping_sub(1) >= self.limit.get() {
+            return self.decide_in_general(state, now, cost);
+        }
+        let (now_nanos, w) = (now.as_nanos(), self.layout.window());
         let stored = SlidingWindowState(state);
         let stored_index = stored.index(self);
-        let now_index = self.layout.index_of(now);
-        let (index, previous, current) = match now_index.checked_sub(stored_index) {
-            Some(0) => (stored_index, stored.previous(self), stored.current(self)),
-            Some(1) => (now_index, stored.current(self), 0),
-            Some(_) => (now_index, 0, 0),
-            // The clock went back into an earlier window: stay in the stored window, at its
-            // start, where the previous window weighs the most. No time has passed.
-            None => (stored_index, stored.previous(self), stored.current(self)),
-        };
-        // The current window's start is at most `now` (or, after a step back, the stored one's).
-        let window_start = self.layout.start_of(index).unwrap_or(u64::MAX);
-        let elapsed = now.saturating_sub(window_start);
-        let w = u128::from(self.layout.window());
-        let budget = self.budget;
-        let used = u128::from(previous) * (w - u128::from(elapsed)) + u128::from(current) * w;
-        let until = |at: Option<u64>| nanos_until(at, now);
-        let reset_at = |current: u64| match (previous, current) {
-            (_, 1..) => self.layout.start_of(index.checked_add(2)?),
-            (1.., 0) => self.layout.start_of(index.checked_add(1)?),
-            (0, 0) => Some(now),
-        };
-        let after = used.saturating_add(u128::from(cost) * w);
-        // A weightless request is always allowed and stores nothing, even when the clock stepped
-        // back to where the previous window weighs more than the limit.
-        if after <= budget || cost == 0 {
-            let total = current + cost;
-            Transition {
-                state: if cost == 0 {
-                    state
-                } else {
-                    self.layout.pack(index, &[total, previous])
-                },
-                decision: Decision::allowed(
-                    self.units_in(budget.saturating_sub(after)),
-                    until(reset_at(total)),
-                    0,
-                ),
+        // Still in the stored window: known without a division. Below `fast_end`, the stored
+        // window's start does not overflow, so `elapsed < w` means `now` is in it.
+        let elapsed = now_nanos.wrapping_sub(stored_index.wrapping_mul(w));
+        let counts = if elapsed < w && stored_index < self.fast_end {
+            Counts {
+                state,
+                moved: state,
+                previous: stored.previous(self),
+                current: stored.current(self),
+                elapsed,
+                cost,
             }
         } else {
-            Transition::refuse(
+            // A later window, or the general path: a step back into an earlier window, or a
+            // window at or past `fast_end`.
+            let index = self.layout.index_of(now_nanos);
+            let (previous, current) = match index.checked_sub(stored_index) {
+                _ if index >= self.fast_end => return self.decide_in_general(state, now, cost),
+                Some(1) => (stored.current(self), 0),
+                Some(2..) => (0, 0),
+                Some(0) | None => return self.decide_in_general(state, now, cost),
+            };
+            Counts {
                 state,
-                Decision::denied(
-                    self.units_in(budget.saturating_sub(used)),
-                    until(self.first_pass(index, previous, current, cost)),
-                    until(reset_at(current)),
-                ),
-            )
-        }
+                moved: self.layout.pack(index, &[0, previous]),
+                previous,
+                current,
+                // `index * w <= now`, without overflow.
+                elapsed: now_nanos - index * w,
+                cost,
+            }
+        };
+        self.decide_in_u64(counts)
     }
 }

@@ -23,6 +23,10 @@ use crate::error::QuotaError;
 pub(crate) struct WindowLayout {
     window: Divisor,
     count_bits: u32,
+    /// `fields * count_bits`: where the index starts (below 64: the index takes at least a bit).
+    index_shift: u32,
+    /// `2^count_bits - 1`, the largest value a counter field holds.
+    count_mask: u64,
 }
 
 impl WindowLayout {
@@ -33,6 +37,9 @@ impl WindowLayout {
         let layout = WindowLayout {
             window: Divisor::new(window),
             count_bits,
+            index_shift: fields * count_bits,
+            // count_bits <= 63 because the index takes at least one bit.
+            count_mask: (1 << count_bits) - 1,
         };
         if limit > layout.count_mask() {
             return Err(QuotaError::LimitTooLarge {
@@ -56,19 +63,19 @@ impl WindowLayout {
 
     /// The largest value a counter field holds.
     pub(crate) const fn count_mask(&self) -> u64 {
-        // count_bits <= 63 because the index takes at least one bit.
-        (1 << self.count_bits) - 1
+        self.count_mask
     }
 
     /// Counter `field` (0 is the lowest) of a raw state.
+    #[inline]
     pub(crate) const fn counter(&self, raw: u64, field: u32) -> u64 {
-        (raw >> (field * self.count_bits)) & self.count_mask()
+        (raw >> (field * self.count_bits)) & self.count_mask
     }
 
-    /// The window index of a raw state with `fields` counters.
-    pub(crate) const fn index(&self, raw: u64, fields: u32) -> u64 {
-        // The shift is below 64 because the index takes at least one bit.
-        raw >> (fields * self.count_bits)
+    /// The window index of a raw state.
+    #[inline]
+    pub(crate) const fn index(&self, raw: u64) -> u64 {
+        raw >> self.index_shift
     }
 
     /// Packs an index and counters (lowest first). Counters must be `<= count_mask()`.

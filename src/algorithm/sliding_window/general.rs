@@ -1,0 +1,119 @@
+//! The sliding window counter's decision for every input, in `u128`: the definition.
+
+use crate::algorithm::window::nanos_until;
+use crate::algorithm::Transition;
+use crate::{Decision, Timestamp};
+
+use super::{SlidingWindow, SlidingWindowState};
+
+impl SlidingWindow {
+    /// [`decide`](crate::algorithm::Algorithm::decide) for every input, in `u128`: the
+    /// definition that [`decide_in_u64`](Self::decide_in_u64) shortcuts. Taken for a weight of 0
+    /// or above the limit, after a step back into an earlier window, within two windows of the
+    /// end of representable time, and for quotas whose `limit * w` exceeds a `u64` or what one
+    /// multiplication divides by `w` exactly (`fast_end == 0`).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        let now = now.as_nanos();
+        let stored = SlidingWindowState(state);
+        let stored_index = stored.index(self);
+        let now_index = self.layout.index_of(now);
+        let (index, previous, current) = match now_index.checked_sub(stored_index) {
+            Some(0) => (stored_index, stored.previous(self), stored.current(self)),
+            Some(1) => (now_index, stored.current(self), 0),
+            Some(_) => (now_index, 0, 0),
+            // The clock went back into an earlier window: stay in the stored window, at its
+            // start, where the previous window weighs the most. No time has passed.
+            None => (stored_index, stored.previous(self), stored.current(self)),
+        };
+        // The current window's start is at most `now` (or, after a step back, the stored one's).
+        let window_start = self.layout.start_of(index).unwrap_or(u64::MAX);
+        let elapsed = now.saturating_sub(window_start);
+        let w = u128::from(self.layout.window());
+        let budget = self.budget;
+        let used = u128::from(previous) * (w - u128::from(elapsed)) + u128::from(current) * w;
+        let until = |at: Option<u64>| nanos_until(at, now);
+        let reset_at = |current: u64| match (previous, current) {
+            (_, 1..) => self.layout.start_of(index.checked_add(2)?),
+            (1.., 0) => self.layout.start_of(index.checked_add(1)?),
+            (0, 0) => Some(now),
+        };
+        let after = used.saturating_add(u128::from(cost) * w);
+        // A weightless request is always allowed and stores nothing, even when the clock stepped
+        // back to where the previous window weighs more than the limit.
+        if after <= budget || cost == 0 {
+            let total = current + cost;
+            Transition {
+                state: if cost == 0 {
+                    state
+                } else {
+                    self.layout.pack(index, &[total, previous])
+                },
+                decision: Decision::allowed(
+                    self.units_in(budget.saturating_sub(after)),
+                    until(reset_at(total)),
+                    0,
+                ),
+            }
+        } else {
+            Transition::refuse(
+                state,
+                Decision::denied(
+                    self.units_in(budget.saturating_sub(used)),
+                    until(self.first_pass(index, previous, current, cost)),
+                    until(reset_at(current)),
+                ),
+            )
+        }
+    }
+
+    /// How many whole units `scaled` (units times the window length) holds.
+    #[inline]
+    fn units_in(&self, scaled: u128) -> u64 {
+        match u64::try_from(scaled) {
+            Ok(small) => self.layout.windows_in(small),
+            // Below limit * w, so the quotient is below the limit and fits.
+            Err(_) => (scaled / u128::from(self.layout.window())) as u64,
+        }
+    }
+
+    /// The earliest time at or after `now` at which `cost` more units pass, starting from
+    /// window `index` with counts `previous` and `current`, if nothing else is admitted; `None`
+    /// if that is never (past the end of representable time).
+    fn first_pass(&self, index: u64, previous: u64, current: u64, cost: u64) -> Option<u64> {
+        let w = u128::from(self.layout.window());
+        let at = |index: u64, offset: u128| self.layout.start_of(index)?.checked_add(offset as u64);
+        // Within window `index`: previous * (w - e) <= (limit - current - cost) * w.
+        if let Some(free) = self
+            .limit()
+            .checked_sub(current)
+            .and_then(|f| f.checked_sub(cost))
+        {
+            let offset = earliest_offset(u128::from(previous), u128::from(free) * w, w);
+            if offset < w {
+                return at(index, offset);
+            }
+        }
+        // Within window `index + 1`, where `current` has become the previous count.
+        let free = self.limit().checked_sub(cost)?;
+        let offset = earliest_offset(u128::from(current), u128::from(free) * w, w);
+        if offset < w {
+            return at(index.checked_add(1)?, offset);
+        }
+        // Two windows on, both counts have left the sliding window.
+        self.layout.start_of(index.checked_add(2)?)
+    }
+}
+
+/// The smallest `e` in `[0, w]` with `weight * (w - e) <= budget`, or `w` if none below it.
+fn earliest_offset(weight: u128, budget: u128, w: u128) -> u128 {
+    match weight {
+        0 => 0,
+        // Usually both fit 64 bits, where division is several times cheaper than in 128.
+        _ => match (u64::try_from(budget), u64::try_from(weight)) {
+            (Ok(budget), Ok(weight)) => w - u128::from(budget / weight).min(w),
+            _ => w - (budget / weight).min(w),
+        },
+    }
+}

@@ -1,0 +1,110 @@
+//! The sliding window counter's decision in `u64`, for the inputs where nothing can overflow it.
+
+use crate::algorithm::Transition;
+use crate::Decision;
+
+use super::SlidingWindow;
+
+/// What the 64-bit path decides on: the window holding `now` (below `fast_end`), its counts and
+/// how far into it `now` is, and the request's weight (`1..=limit`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Counts {
+    /// The stored state.
+    pub(super) state: u64,
+    /// The state moved to the window holding `now`: `state` itself when that is the stored
+    /// window; otherwise that window's index, `previous` and a current count of 0.
+    pub(super) moved: u64,
+    /// Units admitted in the window before.
+    pub(super) previous: u64,
+    /// Units admitted in this window so far.
+    pub(super) current: u64,
+    /// Nanoseconds from this window's start to `now`, below `w`.
+    pub(super) elapsed: u64,
+    /// The request's weight.
+    pub(super) cost: u64,
+}
+
+impl SlidingWindow {
+    /// [`decide`](crate::algorithm::Algorithm::decide) for `1 <= cost <= limit` in a window below
+    /// `fast_end`, in `u64`, with every instant measured from `now`: `limit * w` fits, so every
+    /// budget below does, and `units` divides each exactly; `previous * (w - e)` is checked
+    /// (past `u64::MAX` it exceeds every budget); the two windows after this one start at
+    /// representable instants. The same transition as
+    /// [`decide_in_general`](Self::decide_in_general), which is the definition.
+    #[inline(always)]
+    pub(super) fn decide_in_u64(&self, counts: Counts) -> Transition {
+        let Counts {
+            state,
+            moved,
+            previous,
+            current,
+            elapsed,
+            cost,
+        } = counts;
+        let (limit, w) = (self.limit.get(), self.layout.window());
+        // From `now` to the end of this window and of the next one: `elapsed < w`, and both
+        // ends are representable instants, so `2 * w` fits.
+        let until_next = w - elapsed;
+        let until_reset = until_next + w;
+        let weighed = previous.checked_mul(until_next);
+        // Each at most `count_mask < 2^63`: the sum fits.
+        let total = current + cost;
+        if total <= limit {
+            let budget = (limit - total) * w;
+            if let Some(weighed) = weighed.filter(|&weighed| weighed <= budget) {
+                return Transition {
+                    // `current + cost <= limit <= count_mask`: no carry out of the counter.
+                    state: moved + cost,
+                    // `total >= 1`: it weighs until the window after this one ends.
+                    decision: Decision::allowed(self.units.divide(budget - weighed), until_reset, 0),
+                };
+            }
+        }
+        // Refused: `total > limit`, or `previous` weighs more than `budget` now. What would
+        // pass now: nothing when `current` alone fills the limit (or exceeds it, after a step
+        // back in time), without dividing.
+        let remaining = match (limit.checked_sub(current), weighed) {
+            (Some(free @ 1..), Some(weighed)) => self.units.divide((free * w).saturating_sub(weighed)),
+            _ => 0,
+        };
+        // The first instant the request passes: later in this window (only if `current + cost`
+        // fits), in the next one where `current` has become the previous count, or at the start
+        // of the one after, where both counts have left the sliding window.
+        let in_this_window = match total <= limit {
+            true => earliest_offset_in_u64(previous, limit - total, w),
+            false => w,
+        };
+        let in_next_window = earliest_offset_in_u64(current, limit - cost, w);
+        let retry_after = if in_this_window < w {
+            in_this_window.saturating_sub(elapsed)
+        } else if in_next_window < w {
+            until_next + in_next_window
+        } else {
+            until_reset
+        };
+        let reset_after = match (previous, current) {
+            (_, 1..) => until_reset,
+            (1.., 0) => until_next,
+            (0, 0) => 0,
+        };
+        Transition::refuse(state, Decision::denied(remaining, retry_after, reset_after))
+    }
+}
+
+/// The general path's `earliest_offset` for a budget of `free * w` that fits a `u64`: the
+/// smallest `e` in `[0, w]` with `weight * (w - e) <= free * w`, or `w` if none below it. It
+/// divides only when the answer is strictly between.
+#[inline(always)]
+fn earliest_offset_in_u64(weight: u64, free: u64, w: u64) -> u64 {
+    let budget = free * w;
+    if weight <= free {
+        // `weight * w <= budget`: from the window's start (also for a weight of 0).
+        0
+    } else if budget < weight {
+        // `weight * (w - e) >= weight > budget` for every `e < w`.
+        w
+    } else {
+        // `free < weight`, so `budget / weight < w`, and `weight > 0`.
+        w - budget / weight
+    }
+}
