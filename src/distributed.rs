@@ -22,7 +22,6 @@
 //! are in `docs/distributed.md`.
 
 mod algorithm;
-mod breaker;
 mod error;
 #[cfg(feature = "tower")]
 mod layer;

@@ -49,6 +49,8 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
+#[cfg(any(feature = "redis", tollgate_loom))]
+mod breaker;
 mod cell;
 pub mod clock;
 mod decision;
@@ -68,6 +70,9 @@ mod time;
 pub use algorithm::{
     FixedWindow, FixedWindowState, GcraState, LeakyBucket, SlidingWindow, SlidingWindowState, TokenBucket,
 };
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use breaker::Breaker;
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;

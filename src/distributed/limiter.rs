@@ -8,11 +8,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, Value};
 
 use super::algorithm::{Program, RedisAlgorithm};
-use super::breaker::Breaker;
 use super::error::{RedisCheckError, RedisConfigError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::reply;
 use super::time::TimeSource;
+use crate::breaker::Breaker;
 use crate::clock::Clock;
 use crate::CostTooLarge;
 

@@ -1,6 +1,8 @@
-//! Fail fast while Redis is away: after a failure, decisions go straight to the failure policy
-//! for a pause, except one probe per pause, so that an outage costs each request nothing
-//! rather than a full deadline.
+//! Fail fast while a remote limiter is away: after a failure, decisions go straight to the
+//! failure policy for a pause, except one probe per pause, so that an outage costs each request
+//! nothing rather than a full deadline. Used by the Redis limiter (`distributed`); compiled on
+//! its own under `--cfg tollgate_loom`, where `loom-tests/tests/breaker.rs` checks that
+//! concurrent callers elect exactly one probe.
 
 use std::time::{Duration, Instant};
 
@@ -9,15 +11,20 @@ use crate::time::duration_to_nanos_saturating;
 
 /// A circuit breaker on one word: the time (ns since `origin`) before which Redis is not asked,
 /// or 0 when it is asked every time.
+///
+/// Public only to the loom models (re-exported under `--cfg tollgate_loom`).
 #[derive(Debug)]
-pub(crate) struct Breaker {
+#[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
+pub struct Breaker {
     origin: Instant,
     skip_until: AtomicU64,
     pause: u64,
 }
 
+#[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
 impl Breaker {
-    pub(crate) fn new(pause: Duration) -> Breaker {
+    /// A closed breaker (Redis asked every time) that pauses for `pause` after a failure.
+    pub fn new(pause: Duration) -> Breaker {
         Breaker {
             origin: Instant::now(),
             skip_until: AtomicU64::new(0),
@@ -27,14 +34,18 @@ impl Breaker {
 
     /// Whether this decision should ask Redis: always while Redis answers; after a failure, only
     /// the one caller that takes the probe once the pause is over.
-    pub(crate) fn should_ask(&self) -> bool {
+    pub fn should_ask(&self) -> bool {
+        self.should_ask_at(self.now())
+    }
+
+    /// [`should_ask`](Self::should_ask) at `now` ns since the breaker was made.
+    pub fn should_ask_at(&self, now: u64) -> bool {
         // Relaxed: the word is self-contained (no other data is published through it); a stale
         // read only moves one decision between Redis and the policy.
         let until = self.skip_until.load(Ordering::Relaxed);
         if until == 0 {
             return true;
         }
-        let now = self.now();
         if now < until {
             return false;
         }
@@ -51,14 +62,19 @@ impl Breaker {
     }
 
     /// Redis failed (a timeout or a connection error): skip it for a pause.
-    pub(crate) fn failed(&self) {
+    pub fn failed(&self) {
+        self.failed_at(self.now());
+    }
+
+    /// [`failed`](Self::failed) at `now` ns since the breaker was made.
+    pub fn failed_at(&self, now: u64) {
         // Relaxed: as in `should_ask`. At least 1, since 0 means "closed".
         self.skip_until
-            .store(self.now().saturating_add(self.pause).max(1), Ordering::Relaxed);
+            .store(now.saturating_add(self.pause).max(1), Ordering::Relaxed);
     }
 
     /// Redis answered: ask it every time again.
-    pub(crate) fn succeeded(&self) {
+    pub fn succeeded(&self) {
         // Relaxed: as in `should_ask`. A load first, so the usual case writes nothing.
         if self.skip_until.load(Ordering::Relaxed) != 0 {
             self.skip_until.store(0, Ordering::Relaxed);
