@@ -30,7 +30,7 @@ mod policy;
 mod reply;
 mod time;
 
-pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT};
+pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};
 pub use error::{RedisCheckError, RedisConfigError};
 pub use limiter::{
     RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,

@@ -13,8 +13,12 @@ use redis::AsyncCommands;
 use redis_common::RedisServer;
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
+    PACKED_LOG_LIMIT,
 };
-use tollgate::{FixedWindow, KeyedLimiter, LeakyBucket, Outcome, SlidingLog, SlidingWindow, TokenBucket};
+use tollgate::{
+    FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Outcome, Quota, SlidingLog, SlidingWindow,
+    Timestamp, TokenBucket,
+};
 
 const DEADLINE: Duration = Duration::from_millis(250);
 
@@ -188,13 +192,38 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
         let hash_key = limiter.redis_key("a-hash");
         let _: () = raw.rpush(&list_key, "x").await.unwrap();
         let _: () = raw.set(&string_key, "not a state").await.unwrap();
+        // Foreign text exactly as long as a state (8, 16 and 24 bytes, a log's 28), and states
+        // in the first, decimal encoding: all corrupt, none read as a state (the wrong type for
+        // a list log).
+        let list_log = is_list(&algorithm);
+        let same_length = [
+            "12345678",
+            "1796008956123456",
+            "1796008956 12345",
+            "3592017912 80 30 padding",
+            "abcdefghijklmnopqrstuvwxyz12",
+        ];
+        for text in same_length {
+            let key = limiter.redis_key("same-length");
+            let _: () = raw.set(&key, text).await.unwrap();
+            let expected = match list_log {
+                true => RedisCheckError::WrongType { key },
+                false => RedisCheckError::CorruptState { key },
+            };
+            assert_eq!(
+                limiter.check("same-length").await,
+                Err(expected),
+                "{}: {text:?}",
+                algorithm.name()
+            );
+        }
         let _: () = raw.hset(&hash_key, "f", "1").await.unwrap();
         let name = algorithm.name();
         let list = limiter.check("a-list").await;
         let string = limiter.check("a-string").await;
         let hash = limiter.peek("a-hash").await;
-        if name == "sliding window log" {
-            // The log is a list: a list of something else is corrupt, a string the wrong type.
+        if list_log {
+            // A list log: a list of something else is corrupt, a string the wrong type.
             assert_eq!(
                 list,
                 Err(RedisCheckError::CorruptState { key: list_key }),
@@ -206,6 +235,8 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
                 "{name}"
             );
         } else {
+            // Every other state is a string: another type is the wrong type, a foreign string
+            // corrupt.
             assert_eq!(list, Err(RedisCheckError::WrongType { key: list_key }), "{name}");
             assert_eq!(
                 string,
@@ -240,16 +271,20 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
         assert!(peeked.is_allowed());
         let exists: bool = raw.exists(&key).await.unwrap();
         assert!(!exists, "{}: a peek wrote the key", algorithm.name());
-        let answer = limiter.check_n("user:7", 3).await.unwrap();
-        assert_eq!(answer.decided_by, DecidedBy::Redis);
-        // The key lives exactly until its state is fresh again: the reset-after.
-        let ttl: i64 = raw.pttl(&key).await.unwrap();
-        let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
-        assert!(
-            ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
-            "{}: ttl {ttl} ms, reset {reset} ms",
-            algorithm.name()
-        );
+        // The key lives exactly until its state is fresh again: the reset-after, after the
+        // first write and after a later one (which the windows make keeping the key's TTL).
+        for (write, cost) in [(1, 3), (2, 1)] {
+            let answer = limiter.check_n("user:7", cost).await.unwrap();
+            assert_eq!(answer.decided_by, DecidedBy::Redis);
+            assert!(answer.is_allowed(), "{}: write {write}", algorithm.name());
+            let ttl: i64 = raw.pttl(&key).await.unwrap();
+            let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
+            assert!(
+                ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
+                "{}: write {write}: ttl {ttl} ms, reset {reset} ms",
+                algorithm.name()
+            );
+        }
     }
     // A short-lived state is gone from Redis once it has expired.
     let bucket = TokenBucket::new("100/s burst 2".parse().unwrap()).unwrap();
@@ -276,8 +311,9 @@ async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnecti
         .unwrap()
 }
 
-/// The five algorithms at `"10/s"`, the leaky bucket at `shaper_quota`.
-fn every_algorithm(shaper_quota: &str) -> [RedisAlgorithm; 5] {
+/// The five algorithms at `"10/s"`, the leaky bucket at `shaper_quota`, and a log too large for
+/// one packed string (a list) at `"1000/s"`.
+fn every_algorithm(shaper_quota: &str) -> [RedisAlgorithm; 6] {
     let quota = "10/s".parse().unwrap();
     [
         TokenBucket::new(quota).unwrap().into(),
@@ -285,5 +321,65 @@ fn every_algorithm(shaper_quota: &str) -> [RedisAlgorithm; 5] {
         FixedWindow::new(quota).unwrap().into(),
         SlidingWindow::new(quota).unwrap().into(),
         SlidingLog::new(quota).unwrap().into(),
+        SlidingLog::new("1000/s".parse().unwrap()).unwrap().into(),
     ]
+}
+
+/// Whether the algorithm keeps its state in a Redis list (a log above `PACKED_LOG_LIMIT`).
+fn is_list(algorithm: &RedisAlgorithm) -> bool {
+    matches!(algorithm, RedisAlgorithm::SlidingLog(log) if log.limit() > PACKED_LOG_LIMIT)
+}
+
+/// An operator lowers a quota while keys are in flight (a common reaction to abuse): the keys
+/// counted under the old quota keep deciding under the new one, refused while they hold more
+/// than it allows, never an error. Client time, frozen, so that nothing drains meanwhile.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lowered_quota_refuses_keys_counted_under_the_old_one() {
+    let server = RedisServer::start();
+    let at = Timestamp::from_secs(1_800_000_000);
+    let (high, low): (Quota, Quota) = ("10/min".parse().unwrap(), "4/min".parse().unwrap());
+    let pairs: [(RedisAlgorithm, RedisAlgorithm); 5] = [
+        (
+            TokenBucket::new(high).unwrap().into(),
+            TokenBucket::new(low).unwrap().into(),
+        ),
+        (
+            LeakyBucket::new(high).unwrap().into(),
+            LeakyBucket::new(low).unwrap().into(),
+        ),
+        (
+            FixedWindow::new(high).unwrap().into(),
+            FixedWindow::new(low).unwrap().into(),
+        ),
+        (
+            SlidingWindow::new(high).unwrap().into(),
+            SlidingWindow::new(low).unwrap().into(),
+        ),
+        (
+            SlidingLog::new(high).unwrap().into(),
+            SlidingLog::new(low).unwrap().into(),
+        ),
+    ];
+    for (before, after) in pairs {
+        let name = before.name();
+        let connect = |algorithm: RedisAlgorithm| {
+            RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+                .client_time(ManualClock::starting_at(at))
+                .deadline(Duration::from_secs(5))
+                .connect()
+        };
+        let (before, after) = (connect(before).await.unwrap(), connect(after).await.unwrap());
+        let admitted = before.check_n("abuser", 8).await.unwrap();
+        assert!(admitted.is_allowed(), "{name}: 8 of 10 under the old quota");
+        // 8 counted, 4 allowed now: refused (every algorithm), by Redis, with nothing left.
+        let refused = after.check("abuser").await.unwrap();
+        assert_eq!(refused.decided_by, DecidedBy::Redis, "{name}");
+        assert!(refused.failure.is_none(), "{name}: {:?}", refused.failure);
+        assert!(!refused.is_allowed(), "{name}: admitted past the lowered quota");
+        assert_eq!(refused.decision.remaining(), 0, "{name}");
+        // A key the old quota never saw gets the new quota.
+        let fresh = after.check_n("newcomer", 4).await.unwrap();
+        assert!(fresh.is_allowed(), "{name}");
+        assert!(!after.check("newcomer").await.unwrap().is_allowed(), "{name}");
+    }
 }

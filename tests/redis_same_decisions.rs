@@ -306,3 +306,104 @@ async fn redis_decides_as_the_local_limiters() {
     }
     assert!(compared > 800, "only {compared} decisions compared");
 }
+
+/// A small deterministic generator (xorshift64*): a failure replays from its seed.
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// Random arrivals (mostly close together, some a window apart, some stepping back), weights
+/// (mostly 1, up to the capacity, some 0) and peeks, against each algorithm: every decision of
+/// Redis must be the local limiter's. The logs hold dozens of admission times, so their
+/// searches run over many records; the third is a list log (above `PACKED_LOG_LIMIT`).
+///
+/// Times fall on whole seconds, and every parameter is whole seconds: each key then lives at
+/// least a second of real time after a write (its TTL is client time, counted on the server's
+/// clock, `docs/distributed.md`), longer than a case runs, so no key expires while its state
+/// still matters on the test's clock. The table above covers boundaries to the microsecond.
+#[tokio::test(flavor = "current_thread")]
+async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let per = |limit: u64, seconds: u64| Quota::new(limit, Duration::from_secs(seconds)).unwrap();
+    // The algorithm, its quota, and its window (or refill of the whole burst) in seconds.
+    let cases = [
+        (Kind::Token, per(1, 4).with_burst(5).unwrap(), 20),
+        (Kind::Leaky, per(1, 4).with_burst(4).unwrap(), 16),
+        (Kind::Fixed, per(7, 16), 16),
+        (Kind::Sliding, per(7, 16), 16),
+        (Kind::Log, per(7, 16), 16),
+        (Kind::Log, per(40, 80), 80),
+        // Above `PACKED_LOG_LIMIT`: the list script.
+        (Kind::Log, per(300, 160), 160),
+    ];
+    for (number, (kind, quota, window)) in cases.into_iter().enumerate() {
+        let (local, algorithm) = build(kind, quota);
+        let capacity = algorithm.capacity();
+        let remote = RedisLimiter::builder(
+            server.url(),
+            algorithm,
+            FailurePolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            },
+        )
+        .client_time(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .prefix("random:")
+        .connect()
+        .await
+        .unwrap();
+        let key = number.to_string();
+        let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ number as u64);
+        // Seconds after BASE (far enough that no step back crosses it).
+        let mut at: u64 = 100_000;
+        let (mut admitted, mut refused) = (0, 0);
+        for step in 0..400 {
+            at = match random.below(100) {
+                0..60 => at + random.below(window / 8 + 1),
+                60..85 => at,
+                85..95 => at + random.below(2 * window),
+                _ => at - random.below(window / 2),
+            };
+            let weight = match random.below(10) {
+                0..7 => 1,
+                7 => 0,
+                _ => random.below(capacity + 1),
+            };
+            let peek = random.below(10) == 0;
+            let now = Timestamp::from_nanos((BASE_MICROS as u64 + at * 1_000_000) * 1_000);
+            clock.set(now);
+            let expected = local(weight, now, peek);
+            let answer = match peek {
+                true => remote.peek_n(&key, weight).await,
+                false => remote.check_n(&key, weight).await,
+            }
+            .unwrap();
+            assert_eq!(
+                answer.decided_by,
+                DecidedBy::Redis,
+                "{kind:?} {number}: step {step}"
+            );
+            assert_eq!(
+                answer.decision, expected,
+                "{kind:?} {number}: step {step}, weight {weight}, peek {peek}, at {at}"
+            );
+            if weight > 0 && !peek {
+                admitted += u32::from(expected.is_allowed());
+                refused += u32::from(!expected.is_allowed());
+            }
+        }
+        // Both admitted and refused decisions were compared.
+        assert!(
+            admitted >= 20 && refused >= 20,
+            "{kind:?} {number}: {admitted} admitted, {refused} refused"
+        );
+    }
+}

@@ -17,9 +17,17 @@ pub(crate) const MAX_SPAN_MICROS: u64 = 1 << 51;
 /// Times at or after this many microseconds since the epoch (2^52, the year 2112) are refused.
 pub(crate) const MAX_TIME_MICROS: u64 = 1 << 52;
 
-/// The largest limit of a sliding log kept in Redis: one list entry per unit, and a request of
-/// weight `n` pushes `n` entries in one script (which Redis runs alone).
+/// The largest limit of a sliding log kept in Redis: above [`PACKED_LOG_LIMIT`] the log is a list
+/// with one entry per unit, and a request of weight `n` pushes `n` entries in one script (which
+/// Redis runs alone).
 pub const MAX_LOG_LIMIT: u64 = 1 << 16;
+
+/// The largest limit of a sliding log kept in one packed string (`sliding_log.lua`: one `GET`
+/// and one `PSETEX`, but each decision copies the string, 12 bytes per admission time in the
+/// window). Larger logs are Redis lists searched with `LINDEX` (`sliding_log_list.lua`: a few
+/// more calls, none of which copies the log), cheaper past a few hundred entries
+/// (`docs/distributed.md`, "Sliding log").
+pub const PACKED_LOG_LIMIT: u64 = 256;
 
 /// The algorithm a [`RedisLimiter`](super::RedisLimiter) runs: one of the core's
 /// configurations, built from a [`Quota`](crate::Quota) exactly as for a local limiter.
@@ -45,8 +53,9 @@ pub enum RedisAlgorithm {
     FixedWindow(FixedWindow),
     /// [`SlidingWindow`] counter: the key holds the window index and both counts.
     SlidingWindow(SlidingWindow),
-    /// [`SlidingLog`]: the key holds a list of admission times, one entry per unit, at most
-    /// [`MAX_LOG_LIMIT`] of them.
+    /// [`SlidingLog`]: the key holds the admission times in the window: up to
+    /// [`PACKED_LOG_LIMIT`], one packed record per distinct time with the units admitted then;
+    /// above it, a list with one entry per unit. The limit is at most [`MAX_LOG_LIMIT`].
     SlidingLog(SlidingLog),
 }
 
@@ -109,7 +118,8 @@ impl RedisAlgorithm {
             RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_) => GCRA_SCRIPT,
             RedisAlgorithm::FixedWindow(_) => FIXED_WINDOW_SCRIPT,
             RedisAlgorithm::SlidingWindow(_) => SLIDING_WINDOW_SCRIPT,
-            RedisAlgorithm::SlidingLog(_) => SLIDING_LOG_SCRIPT,
+            RedisAlgorithm::SlidingLog(a) if a.limit() <= PACKED_LOG_LIMIT => SLIDING_LOG_SCRIPT,
+            RedisAlgorithm::SlidingLog(_) => SLIDING_LOG_LIST_SCRIPT,
         }
     }
 
@@ -121,17 +131,17 @@ impl RedisAlgorithm {
             RedisAlgorithm::TokenBucket(a) => {
                 let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
                 let bucket = TokenBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
-                ("tb", params, Reader::TokenBucket(bucket))
+                ("tb2", params, Reader::TokenBucket(bucket))
             }
             RedisAlgorithm::LeakyBucket(a) => {
                 let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
                 let shaper = LeakyBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
-                ("lb", params, Reader::LeakyBucket(shaper))
+                ("lb2", params, Reader::LeakyBucket(shaper))
             }
             RedisAlgorithm::FixedWindow(a) => {
                 let window = whole_micros(name, a.window())?;
                 let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
-                ("fw", [window, limit], Reader::FixedWindow { limit })
+                ("fw2", [window, limit], Reader::FixedWindow { limit })
             }
             RedisAlgorithm::SlidingWindow(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -141,7 +151,7 @@ impl RedisAlgorithm {
                     a.limit(),
                     MAX_SPAN_MICROS / window,
                 )?;
-                ("sw", [window, limit], Reader::SlidingWindow(a))
+                ("sw2", [window, limit], Reader::SlidingWindow(a))
             }
             RedisAlgorithm::SlidingLog(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -151,7 +161,13 @@ impl RedisAlgorithm {
                         max: MAX_LOG_LIMIT,
                     });
                 }
-                ("log", [window, a.limit()], Reader::Log)
+                // The list keeps the first encoding's name: instances of both versions share it.
+                let suffix = if a.limit() <= PACKED_LOG_LIMIT {
+                    "log2"
+                } else {
+                    "log"
+                };
+                (suffix, [window, a.limit()], Reader::Log)
             }
         };
         Ok(Program {
@@ -164,8 +180,13 @@ impl RedisAlgorithm {
     }
 }
 
-/// A validated script call: the script, the key suffix, the two parameters after the three
-/// common arguments (`now`, `cost`, `peek`), and how to read the reply.
+/// A validated script call: the script, the key suffix, the two parameters after the common
+/// first argument (`cost`), and how to read the reply.
+///
+/// The suffixes end in `2`, the second encoding of the states (packed integers; the first was
+/// decimal text and, for the log, a list): a key written in the first encoding is never read, so
+/// instances of both versions in one fleet count apart during an upgrade instead of failing. A
+/// log above [`PACKED_LOG_LIMIT`] is still the first encoding's list, under its first name.
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: Script,
@@ -196,6 +217,7 @@ pub(crate) const GCRA_SCRIPT: &str = include_str!("gcra.lua");
 pub(crate) const FIXED_WINDOW_SCRIPT: &str = include_str!("fixed_window.lua");
 pub(crate) const SLIDING_WINDOW_SCRIPT: &str = include_str!("sliding_window.lua");
 pub(crate) const SLIDING_LOG_SCRIPT: &str = include_str!("sliding_log.lua");
+pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = include_str!("sliding_log_list.lua");
 
 /// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
 /// admits more than the local one) and `burst * T`; and the quota the client reads replies

@@ -1,38 +1,46 @@
 -- tollgate: GCRA, for the token bucket and the leaky bucket shaper.
--- KEYS[1]  the theoretical arrival time (TAT), integer microseconds; absent = a full bucket.
--- ARGV     now_us (-1: the server's TIME), cost, peek (1: decide without writing),
---          T (microseconds per unit), tolerance (burst * T).
+-- KEYS[1]  the theoretical arrival time (TAT), integer microseconds, as 8 bytes (struct '<i8');
+--          absent = a full bucket.
+-- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us]:
+--          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
+--          time (without it, the server's TIME): one packed argument costs the server less
+--          than four numbers to parse.
+-- ARGV[2]  present: a peek, decide without writing.
 -- Returns  one integer: admitted, `tat - now + cost * T` (what the TAT runs ahead of now after
 --          it); refused, `-1 - (tat - now)`. The client derives the rest of the decision.
 -- Every value is an integer below 2^53 (checked by the client at construction), which a Lua
 -- number (a double) holds exactly; see docs/distributed.md.
-local now = tonumber(ARGV[1])
-if now < 0 then
+local cost, interval, tolerance, now
+if #ARGV[1] == 32 then
+  cost, interval, tolerance, now = struct.unpack('<i8i8i8i8', ARGV[1])
+else
+  cost, interval, tolerance = struct.unpack('<i8i8i8', ARGV[1])
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
-local tat = redis.call('GET', KEYS[1])
-if tat then
-  tat = tonumber(tat)
-  if not tat then
+local key = KEYS[1]
+local tat = now
+local stored = redis.call('GET', key)
+if stored then
+  stored = #stored == 8 and struct.unpack('<i8', stored)
+  -- 2^53: a time past it is no state of ours (foreign text decodes far above it).
+  if not stored or stored < 0 or stored >= 9007199254740992 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a GCRA state')
   end
-  if tat < now then
-    tat = now
+  if stored > now then
+    tat = stored
   end
-else
-  tat = now
 end
-local need = ARGV[2] * ARGV[4]
+local need = cost * interval
 local after = tat - now + need
 if need == 0 then
   return after
 end
-if after > tonumber(ARGV[5]) then
+if after > tolerance then
   return now - tat - 1
 end
-if ARGV[3] == '0' then
+if not ARGV[2] then
   -- The key expires when the TAT is reached: a fresh key then decides the same.
-  redis.call('PSETEX', KEYS[1], math.ceil(after / 1000), tat + need)
+  redis.call('PSETEX', key, math.ceil(after / 1000), struct.pack('<i8', tat + need))
 end
 return after

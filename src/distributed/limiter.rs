@@ -154,9 +154,12 @@ impl RedisLimiter {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
+        let (arguments, length) = packed_arguments(cost, self.program.params, now);
         let mut call = self.program.script.prepare_invoke();
-        call.key(&redis_key).arg(now).arg(cost).arg(u8::from(peek));
-        call.arg(self.program.params[0]).arg(self.program.params[1]);
+        call.key(&redis_key).arg(&arguments[..length]);
+        if peek {
+            call.arg("peek");
+        }
         let failure = if self.breaker.should_ask() {
             let mut connection = self.connection.clone();
             let answer =
@@ -188,6 +191,24 @@ impl RedisLimiter {
             decided_by,
             failure: Some(failure),
         })
+    }
+}
+
+/// The scripts' first argument: `cost`, the algorithm's two parameters and, on a client's clock,
+/// `now`, as little-endian 64-bit integers (read by `struct.unpack('<i8i8i8[i8]')`), and how many
+/// of the bytes to send: 24, or 32 with `now`. Every value is below 2^53 (checked at
+/// construction and by `TimeSource`), so each is the same `i64` and `u64`.
+fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) -> ([u8; 32], usize) {
+    let mut bytes = [0; 32];
+    for (chunk, value) in bytes.chunks_exact_mut(8).zip([cost, params[0], params[1]]) {
+        chunk.copy_from_slice(&value.to_le_bytes());
+    }
+    match now {
+        Some(now) => {
+            bytes[24..].copy_from_slice(&now.to_le_bytes());
+            (bytes, 32)
+        }
+        None => (bytes, 24),
     }
 }
 

@@ -1,76 +1,142 @@
 -- tollgate: sliding window log, exact. A request of weight n passes iff the units admitted in
 -- (now - w, now] plus n are at most limit. Weight 0 always passes and is not recorded.
--- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
---          (so at most `limit` entries once the expired ones are dropped).
--- ARGV     now_us (-1: the server's TIME), cost, peek (1: decide without writing),
---          w (window, microseconds), limit.
--- Returns  {admitted (1 or 0), remaining, retry_after_us, reset_after_us}.
-local now = tonumber(ARGV[1])
-if now < 0 then
+-- KEYS[1]  the log, one string: one 12-byte record per admission time, oldest first, times
+--          strictly increasing, then a 16-byte trailer. A record (struct '<i8I4') holds its time
+--          (microseconds) and the units admitted up to and including it, counted modulo 2^32
+--          from an arbitrary start; the trailer (struct '<I4I4i8') holds that count before the
+--          first record, the count after the newest, and the newest record's time. The units of
+--          records j+1..i are then (count_i - count_j) mod 2^32, so the units in the window take
+--          two reads whatever the log's length, and an admission rewrites the log with one
+--          `string.sub` and one `struct.pack`. Records that left the window are dropped at the
+--          next write, so a log holds at most `limit` records.
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
+--          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
+--          time (without it, the server's TIME): one packed argument costs the server less
+--          than four numbers to parse.
+-- ARGV[2]  present: a peek, decide without writing.
+-- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining, retry_after_us,
+--          reset_after_us.
+local cost, w, limit, now
+if #ARGV[1] == 32 then
+  cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
+else
+  cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now = time[1] * 1000000 + time[2]
 end
 local key = KEYS[1]
-local cost, w, limit = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local function entry(at)
-  local t = tonumber(redis.call('LINDEX', key, at))
-  if not t then
-    return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
+local read = struct.unpack
+local wrap = 4294967296
+-- Record i starts at byte 12 * i - 11 (its time); its count is at byte 12 * i - 3.
+local log = redis.call('GET', key)
+-- `at`: a clock that went back decides at the newest record's time, as if it had stood still
+-- there: it never admits more, and the records stay in time order.
+local at, records, expired, base, total, newest, oldest, first = now, 0, 0, 0, 0, nil, nil, nil
+if log then
+  records = (#log - 16) / 12
+  if records < 1 or records % 1 ~= 0 then
+    return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
   end
-  return t
-end
-local length = redis.call('LLEN', key)
--- A clock that went back decides at the newest entry's time, as if it had stood still there:
--- it never admits more, and the entries stay in time order.
-local at = now
-if length > 0 then
-  at = math.max(entry(-1), now)
-end
--- Entries at or before `at - w` have left the window; find how many, by bisection.
-local cutoff = at - w
-local expired = 0
-if length > 0 and entry(0) <= cutoff then
-  local low, high = 1, length
-  while low < high do
-    local middle = math.floor((low + high) / 2)
-    if entry(middle) <= cutoff then
-      low = middle + 1
+  oldest, first = read('<i8I4', log)
+  base, total, newest = read('<I4I4i8', log, #log - 15)
+  -- 2^53: a time past it is no state of ours (foreign text decodes far above it).
+  if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
+    return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+  end
+  if newest > now then
+    at = newest
+  end
+  -- Records at or before `at - w` have left the window: a prefix, usually short, found by
+  -- galloping from the oldest record then bisecting.
+  local cutoff = at - w
+  if newest <= cutoff then
+    expired, base = records, total
+  elseif oldest <= cutoff then
+    -- Record `low` has left the window, record `high` has not.
+    local low, high, step = 1, records, 1
+    while low + step < high and read('<i8', log, 12 * (low + step) - 11) <= cutoff do
+      low, step = low + step, step * 2
+    end
+    if low + step < high then
+      high = low + step
+    end
+    while high - low > 1 do
+      local middle = math.floor((low + high) / 2)
+      if read('<i8', log, 12 * middle - 11) <= cutoff then
+        low = middle
+      else
+        high = middle
+      end
+    end
+    expired = low
+    if low == 1 then
+      base = first
     else
-      high = middle
+      base = read('<I4', log, 12 * low - 3)
     end
   end
-  expired = low
 end
-local inside = length - expired
+local inside = (total - base) % wrap
 local reset = 0
 if inside > 0 then
-  reset = entry(-1) + w - now
+  reset = newest + w - now
+end
+local remaining = limit - inside
+if remaining < 0 then
+  remaining = 0
 end
 if cost == 0 then
-  return {1, math.max(limit - inside, 0), 0, reset}
+  return struct.pack('<i8i8i8i8', 1, remaining, 0, reset)
 end
-if inside + cost <= limit then
-  if ARGV[3] == '0' then
-    if expired > 0 then
-      redis.call('LTRIM', key, expired, -1)
+if cost <= remaining then
+  if not ARGV[2] then
+    -- Drop the records that left the window; add the request's units at `at`, in the newest
+    -- record if it is at that time already (then it is in the window: `at - w < at`).
+    local count = (total + cost) % wrap
+    local value
+    if newest == at then
+      value = string.sub(log, 12 * expired + 1, -21)
+        .. struct.pack('<I4I4I4i8', count, base, count, at)
+    elseif log then
+      value = string.sub(log, 12 * expired + 1, -17)
+        .. struct.pack('<i8I4I4I4i8', at, count, base, count, at)
+    else
+      value = struct.pack('<i8I4I4I4i8', at, count, 0, count, at)
     end
-    local batch = {}
-    for i = 1, math.min(cost, 1000) do
-      batch[i] = at
-    end
-    local left = cost
-    while left > 0 do
-      if left < #batch then
-        batch = {unpack(batch, 1, left)}
-      end
-      redis.call('RPUSH', key, unpack(batch))
-      left = left - #batch
-    end
-    -- The key expires when its newest entry leaves the window: it is then empty, as a fresh key.
-    redis.call('PEXPIRE', key, math.ceil((at + w - now) / 1000))
+    -- The key expires when its newest record leaves the window: it is then empty, as a fresh key.
+    redis.call('PSETEX', key, math.ceil((at + w - now) / 1000), value)
   end
-  return {1, limit - inside - cost, 0, at + w - now}
+  return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
 end
--- Refused: the request passes once the oldest (inside + cost - limit) entries have left.
-local blocking = entry(expired + inside + cost - limit - 1)
-return {0, math.max(limit - inside, 0), math.max(blocking + w - now, 0), reset}
+-- Refused: the request passes once the oldest (inside + cost - limit) units in the window have
+-- left, that is when the first record whose count from `base` reaches that number leaves. It is
+-- usually the oldest in the window (read already) or close to it: gallop, then bisect.
+-- Record `low` does not reach it (`expired`: none of the window's units), record `high` does
+-- (the newest: all of them), and `leaves` is when record `high` leaves the window.
+local blocking = inside + cost - limit
+local low, high, step, leaves = expired, records, 1, newest
+if expired == 0 and (first - base) % wrap >= blocking then
+  high, leaves = 1, oldest
+end
+while low + step < high do
+  local time, count = read('<i8I4', log, 12 * (low + step) - 11)
+  if (count - base) % wrap >= blocking then
+    high, leaves = low + step, time
+    break
+  end
+  low, step = low + step, step * 2
+end
+while high - low > 1 do
+  local middle = math.floor((low + high) / 2)
+  local time, count = read('<i8I4', log, 12 * middle - 11)
+  if (count - base) % wrap >= blocking then
+    high, leaves = middle, time
+  else
+    low = middle
+  end
+end
+leaves = leaves + w - now
+if leaves < 0 then
+  leaves = 0
+end
+return struct.pack('<i8i8i8i8', 0, remaining, leaves, reset)

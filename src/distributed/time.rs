@@ -33,11 +33,11 @@ impl TimeSource {
         TimeSource::Client(Arc::new(clock))
     }
 
-    /// The script's first argument: microseconds since the epoch, or `-1` for the server's
-    /// clock.
-    pub(crate) fn now_argument(&self) -> Result<i64, RedisCheckError> {
+    /// The script's `now` argument: microseconds since the epoch, or `None` for the server's
+    /// clock (the script then reads `TIME`).
+    pub(crate) fn now_argument(&self) -> Result<Option<i64>, RedisCheckError> {
         match self {
-            TimeSource::Server => Ok(-1),
+            TimeSource::Server => Ok(None),
             TimeSource::Client(clock) => {
                 let now = clock.now();
                 let micros = now.as_nanos() / 1_000;
@@ -45,7 +45,7 @@ impl TimeSource {
                     return Err(RedisCheckError::TimeOutOfRange { now });
                 }
                 // Below 2^52, so it fits an i64.
-                Ok(micros as i64)
+                Ok(Some(micros as i64))
             }
         }
     }

@@ -1,0 +1,84 @@
+-- tollgate: sliding window log, exact, for limits above 256 (sliding_log.lua holds smaller
+-- ones in one packed string, which is cheaper until a decision's copy of it costs more than this
+-- script's O(log n) list calls). A request of weight n passes iff the units admitted in
+-- (now - w, now] plus n are at most limit. Weight 0 always passes and is not recorded.
+-- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
+--          (so at most `limit` entries once the expired ones are dropped).
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
+--          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
+--          time (without it, the server's TIME).
+-- ARGV[2]  present: a peek, decide without writing.
+-- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining, retry_after_us,
+--          reset_after_us.
+local cost, w, limit, now
+if #ARGV[1] == 32 then
+  cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
+else
+  cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
+  local time = redis.call('TIME')
+  now = time[1] * 1000000 + time[2]
+end
+local key = KEYS[1]
+local function entry(at)
+  local t = tonumber(redis.call('LINDEX', key, at))
+  if not t then
+    return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
+  end
+  return t
+end
+local length = redis.call('LLEN', key)
+-- A clock that went back decides at the newest entry's time, as if it had stood still there:
+-- it never admits more, and the entries stay in time order.
+local at = now
+if length > 0 then
+  at = math.max(entry(-1), now)
+end
+-- Entries at or before `at - w` have left the window; find how many, by bisection.
+local cutoff = at - w
+local expired = 0
+if length > 0 and entry(0) <= cutoff then
+  local low, high = 1, length
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if entry(middle) <= cutoff then
+      low = middle + 1
+    else
+      high = middle
+    end
+  end
+  expired = low
+end
+local inside = length - expired
+local reset = 0
+if inside > 0 then
+  reset = entry(-1) + w - now
+end
+if cost == 0 then
+  return struct.pack('<i8i8i8i8', 1, math.max(limit - inside, 0), 0, reset)
+end
+if inside + cost <= limit then
+  if not ARGV[2] then
+    if expired > 0 then
+      redis.call('LTRIM', key, expired, -1)
+    end
+    local batch = {}
+    for i = 1, math.min(cost, 1000) do
+      batch[i] = at
+    end
+    local left = cost
+    while left > 0 do
+      if left < #batch then
+        batch = {unpack(batch, 1, left)}
+      end
+      redis.call('RPUSH', key, unpack(batch))
+      left = left - #batch
+    end
+    -- The key expires when its newest entry leaves the window: it is then empty, as a fresh key.
+    redis.call('PEXPIRE', key, math.ceil((at + w - now) / 1000))
+  end
+  return struct.pack('<i8i8i8i8', 1, limit - inside - cost, 0, at + w - now)
+end
+-- Refused: the request passes once the oldest (inside + cost - limit) entries have left.
+local blocking = entry(expired + inside + cost - limit - 1)
+return struct.pack('<i8i8i8i8', 0, math.max(limit - inside, 0), math.max(blocking + w - now, 0),
+  reset)
