@@ -407,3 +407,80 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
         );
     }
 }
+
+/// A packed log appends each admission in place and keeps records that left the window until
+/// `limit + min(limit, 16)` records would be stored, then rebuilds the string without them
+/// (`docs/distributed.md`, "Sliding log"): over many windows of distinct and repeated times,
+/// every decision is the local limiter's, the string never holds more than that bound, every
+/// path runs (the string grows by one record, holds more records than the limit, and shrinks),
+/// and the key lives exactly until the log is empty.
+#[tokio::test(flavor = "current_thread")]
+async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() {
+    let server = RedisServer::start();
+    let mut raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let clock = ManualClock::new();
+    let quota = Quota::new(4, Duration::from_secs(10)).unwrap();
+    let (local, algorithm) = build(Kind::Log, quota);
+    let remote = RedisLimiter::builder(
+        server.url(),
+        algorithm,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        },
+    )
+    .client_time(clock.clone())
+    .deadline(Duration::from_secs(5))
+    .connect()
+    .await
+    .unwrap();
+    let key = remote.redis_key("bounded");
+    // 16 bytes of trailer and 12 per record: at most 4 + min(4, 16) records.
+    let bound = 16 + 12 * 8;
+    let mut random = Random(0x2545_F491_4F6C_DD1D);
+    let mut at: u64 = 100_000;
+    let (mut length, mut grew, mut shrank, mut admitted, mut kept_old) = (0, 0, 0, 0, 0);
+    for step in 0..300 {
+        at = match random.below(100) {
+            0..70 => at + 1 + random.below(3),
+            70..85 => at,
+            _ => at + 11,
+        };
+        let weight = if random.below(5) == 0 { 2 } else { 1 };
+        let now = Timestamp::from_nanos((BASE_MICROS as u64 + at * 1_000_000) * 1_000);
+        clock.set(now);
+        let expected = local(weight, now, false);
+        let answer = remote.check_n("bounded", weight).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis, "step {step}");
+        assert_eq!(answer.decision, expected, "step {step}, weight {weight}, at {at}");
+        let stored: usize = redis::cmd("STRLEN")
+            .arg(&key)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(stored <= bound, "step {step}: {stored} bytes stored");
+        if expected.is_allowed() {
+            admitted += 1;
+            grew += u32::from(stored == length + 12);
+            shrank += u32::from(stored < length);
+            // More records than the limit: some that left the window are still stored.
+            kept_old += u32::from(stored > 16 + 12 * 4);
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut raw).await.unwrap();
+            let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
+            assert!(
+                ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
+                "step {step}: ttl {ttl} ms, reset {reset} ms"
+            );
+        } else {
+            assert_eq!(stored, length, "step {step}: a refusal wrote the log");
+        }
+        length = stored;
+    }
+    assert!(
+        admitted >= 100 && grew >= 50 && shrank >= 5 && kept_old >= 5,
+        "{admitted} admitted, grew {grew} times, shrank {shrank} times, {kept_old} with old records"
+    );
+}

@@ -23,14 +23,15 @@ pub(crate) const MAX_TIME_MICROS: u64 = 1 << 52;
 pub const MAX_LOG_LIMIT: u64 = 1 << 16;
 
 /// The largest limit of a sliding log kept in one packed string (`sliding_log.lua`: one `GET`
-/// and one `PSETEX`, but each decision copies the string, 12 bytes per admission time in the
-/// window). Larger logs are Redis lists searched with `LINDEX` (`sliding_log_list.lua`: a few
-/// more calls, none of which copies the log), cheaper past a few hundred entries
-/// (`docs/distributed.md`, "Sliding log").
+/// and, on an admission, one `SETRANGE` and one `PEXPIRE`, or one `PSETEX` when the string is
+/// rewritten without its expired records; but each decision copies the string, 12 bytes per
+/// admission time it holds). Larger logs are Redis lists searched with `LINDEX`
+/// (`sliding_log_list.lua`: a few more calls, none of which copies the log), cheaper past a few
+/// hundred entries (`docs/distributed.md`, "Sliding log").
 pub const PACKED_LOG_LIMIT: u64 = 256;
 
 /// The algorithm a [`RedisLimiter`](super::RedisLimiter) runs: one of the core's
-/// configurations, built from a [`Quota`](crate::Quota) exactly as for a local limiter.
+/// configurations, built from a [`Quota`] exactly as for a local limiter.
 ///
 /// ```
 /// use tollgate::distributed::RedisAlgorithm;

@@ -6,9 +6,14 @@
 --          from an arbitrary start; the trailer (struct '<I4I4i8') holds that count before the
 --          first record, the count after the newest, and the newest record's time. The units of
 --          records j+1..i are then (count_i - count_j) mod 2^32, so the units in the window take
---          two reads whatever the log's length, and an admission rewrites the log with one
---          `string.sub` and one `struct.pack`. Records that left the window are dropped at the
---          next write, so a log holds at most `limit` records.
+--          two reads whatever the log's length. An admission overwrites the string's end in
+--          place (`SETRANGE`: a new record and trailer, 28 bytes, or the newest record's count
+--          and the trailer, 20) and moves the TTL (`PEXPIRE`), cheaper than writing the whole
+--          string again. Records that left the window stay at the front (the search for the
+--          window's first record gallops past them) until an admission would store more than
+--          `limit + min(limit, 16)` records: that one rewrites the log without them (`PSETEX`).
+--          Scripts that drop them at every admission (the first version of this encoding) read
+--          the same keys, and this one reads theirs.
 -- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
 --          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
 --          time (without it, the server's TIME): one packed argument costs the server less
@@ -32,13 +37,17 @@ local log = redis.call('GET', key)
 -- `at`: a clock that went back decides at the newest record's time, as if it had stood still
 -- there: it never admits more, and the records stay in time order.
 local at, records, expired, base, total, newest, oldest, first = now, 0, 0, 0, 0, nil, nil, nil
+-- `before`: the count before the first record (the trailer's), `base` the count before the
+-- first record still in the window.
+local before = 0
 if log then
   records = (#log - 16) / 12
   if records < 1 or records % 1 ~= 0 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
   end
   oldest, first = read('<i8I4', log)
-  base, total, newest = read('<I4I4i8', log, #log - 15)
+  before, total, newest = read('<I4I4i8', log, #log - 15)
+  base = before
   -- 2^53: a time past it is no state of ours (foreign text decodes far above it).
   if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
@@ -90,21 +99,28 @@ if cost == 0 then
 end
 if cost <= remaining then
   if not ARGV[2] then
-    -- Drop the records that left the window; add the request's units at `at`, in the newest
-    -- record if it is at that time already (then it is in the window: `at - w < at`).
+    -- Add the request's units at `at`: to the newest record if it is at that time already (then
+    -- it is in the window: `at - w < at`), else as a new record. Both overwrite the string's end
+    -- in place with one SETRANGE (the newest record's count and the trailer, or a record where
+    -- the trailer was and a new trailer after it); the trailer keeps `before`, as the first
+    -- record stays. Past `limit + min(limit, 16)` records, the log is rewritten from the first
+    -- record still in the window (then at most `limit - 1` of them: `inside + cost <= limit`).
     local count = (total + cost) % wrap
-    local value
+    local ttl = math.ceil((at + w - now) / 1000)
     if newest == at then
-      value = string.sub(log, 12 * expired + 1, -21)
-        .. struct.pack('<I4I4I4i8', count, base, count, at)
-    elseif log then
-      value = string.sub(log, 12 * expired + 1, -17)
-        .. struct.pack('<i8I4I4I4i8', at, count, base, count, at)
+      redis.call('SETRANGE', key, #log - 20, struct.pack('<I4I4I4i8', count, before, count, at))
+    elseif not log then
+      redis.call('PSETEX', key, ttl, struct.pack('<i8I4I4I4i8', at, count, 0, count, at))
+      return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
+    elseif records < limit + math.min(limit, 16) then
+      redis.call('SETRANGE', key, #log - 16, struct.pack('<i8I4I4I4i8', at, count, before, count, at))
     else
-      value = struct.pack('<i8I4I4I4i8', at, count, 0, count, at)
+      redis.call('PSETEX', key, ttl, string.sub(log, 12 * expired + 1, -17)
+        .. struct.pack('<i8I4I4I4i8', at, count, base, count, at))
+      return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
     end
     -- The key expires when its newest record leaves the window: it is then empty, as a fresh key.
-    redis.call('PSETEX', key, math.ceil((at + w - now) / 1000), value)
+    redis.call('PEXPIRE', key, ttl)
   end
   return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
 end
