@@ -17,6 +17,9 @@
 //!   [`FailurePolicy`] chosen at construction (fail open, fail closed, or a local fallback).
 //!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while
 //!   one probe per pause checks whether Redis is back.
+//! - **Refunds**: [`RedisLimiter::refund_n`] gives a bucket's unused units back to the fleet (one
+//!   more script call, best effort), as the local `refund_n`; the tower layer starts one in the
+//!   background for a shaped request abandoned before its slot.
 //!
 //! The scripts, the key layout, the time modes and their precision, and what bounds the speed
 //! are in `docs/distributed.md`.
@@ -27,6 +30,7 @@ mod error;
 mod layer;
 mod limiter;
 mod policy;
+mod refund;
 mod reply;
 mod time;
 

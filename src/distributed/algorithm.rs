@@ -1,6 +1,7 @@
 //! Which algorithm a distributed limiter runs, and its parameters turned into the integer
 //! microseconds of its Lua script, checked once at construction.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::Script;
@@ -173,6 +174,10 @@ impl RedisAlgorithm {
         };
         Ok(Program {
             script: Script::new(self.script_source()),
+            refunds: matches!(
+                self,
+                RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_)
+            ),
             suffix,
             params,
             reader,
@@ -191,6 +196,9 @@ impl RedisAlgorithm {
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: Script,
+    /// Whether the algorithm can give units back ([`GCRA_REFUND`] on the same key): the
+    /// buckets; the windows cannot tell when their units were admitted, as locally.
+    pub(crate) refunds: bool,
     pub(crate) suffix: &'static str,
     pub(crate) params: [u64; 2],
     pub(crate) reader: Reader,
@@ -219,6 +227,11 @@ pub(crate) const FIXED_WINDOW_SCRIPT: &str = include_str!("fixed_window.lua");
 pub(crate) const SLIDING_WINDOW_SCRIPT: &str = include_str!("sliding_window.lua");
 pub(crate) const SLIDING_LOG_SCRIPT: &str = include_str!("sliding_log.lua");
 pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = include_str!("sliding_log_list.lua");
+pub(crate) const GCRA_REFUND_SCRIPT: &str = include_str!("gcra_refund.lua");
+
+/// The buckets' refund script, shared by every limiter (its SHA-1 is computed once): a
+/// `'static` script lets a refund started from a destructor own its whole call.
+pub(crate) static GCRA_REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_REFUND_SCRIPT));
 
 /// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
 /// admits more than the local one) and `burst * T`; and the quota the client reads replies

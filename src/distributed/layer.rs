@@ -26,8 +26,11 @@ impl AnnouncedPolicy for RedisAlgorithm {
 /// like any other. Errors (a key holding another type, a cost above the capacity) go to the
 /// layer's [`OnLimiterError`](crate::middleware::OnLimiterError) policy.
 ///
-/// A shaped request abandoned while it waits is not given back: a refund through Redis would
-/// be a second round trip, started from a destructor.
+/// A shaped request abandoned while it waits (the leaky bucket) gives its slot back to the
+/// fleet: [`refund`](RateLimiter::refund) starts [`RedisLimiter::refund_n`] on a task of its
+/// own and returns at once, since it is called from a destructor. Without a tokio runtime on
+/// the dropping thread nothing is started (and nothing panics); the refund is best effort, its
+/// failures are dropped, and a refund still in flight when the runtime shuts down is lost.
 impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
         let key = key.to_string();
@@ -41,5 +44,19 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
 
     fn policy(&self) -> Policy {
         self.algorithm().policy()
+    }
+
+    fn refund(&self, key: K, cost: u64) {
+        // Only the buckets make a round trip; a cost above the capacity was never admitted.
+        let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost) else {
+            return;
+        };
+        // tokio's `rt` (the `redis` feature asks for it): the refund runs on a task of its own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                // Best effort: nobody is left to tell (see above).
+                let _ = refund.run().await;
+            });
+        }
     }
 }

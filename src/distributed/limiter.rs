@@ -2,6 +2,7 @@
 //! connection, with a deadline and a failure policy.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -10,6 +11,7 @@ use redis::{Client, ErrorKind, RedisError, Value};
 use super::algorithm::{Program, RedisAlgorithm};
 use super::error::{RedisCheckError, RedisConfigError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
+use super::refund::Refund;
 use super::reply;
 use super::time::TimeSource;
 use crate::breaker::Breaker;
@@ -72,7 +74,8 @@ pub struct RedisLimiter {
     time: TimeSource,
     deadline: Duration,
     policy: FailurePolicy,
-    breaker: Breaker,
+    /// Shared with the refunds in flight (see [`Refund`]).
+    breaker: Arc<Breaker>,
 }
 
 impl RedisLimiter {
@@ -128,6 +131,52 @@ impl RedisLimiter {
     /// As for [`check_n`](Self::check_n).
     pub async fn peek_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
         self.decide(key, cost, true).await
+    }
+
+    /// Gives back `cost` units admitted earlier for `key` and never used, for example by a
+    /// shaped request whose client left before its slot: the next request, from any instance
+    /// of the fleet, may take its place. Returns whether anything was given back.
+    ///
+    /// The semantics of the local [`refund_n`](crate::KeyedLimiter::refund_n): only the buckets
+    /// ([`RedisAlgorithm::TokenBucket`], [`RedisAlgorithm::LeakyBucket`]) give units back, in
+    /// one `EVALSHA` (`gcra_refund.lua`, on the key of [`check_n`](Self::check_n)) that moves
+    /// the TAT back by `cost * T`, never behind now, and keeps the key expiring when its state
+    /// is fresh again; a full bucket (no key, or a TAT at or before now) stays full (`false`).
+    /// The windows and the log cannot tell when their units were admitted: `false`, without
+    /// asking Redis. Timed as decisions are (the server's `TIME`, or the client's clock).
+    ///
+    /// Best effort: when Redis does not answer within the deadline, fails, or was found down
+    /// less than a probe interval ago, nothing is given back (`false`) and the failure policy
+    /// is not involved. A refund's failure does not make later decisions skip Redis (a
+    /// decision finds out by itself); its answer does tell them Redis is back.
+    ///
+    /// # Errors
+    /// [`RedisCheckError::CostTooLarge`] when `cost` exceeds the [capacity](Self::capacity)
+    /// (Redis is not asked); [`RedisCheckError::WrongType`] or
+    /// [`RedisCheckError::CorruptState`] when the key holds something else than this limiter's
+    /// state; [`RedisCheckError::TimeOutOfRange`] for a client time past 2^52 µs.
+    pub async fn refund_n(&self, key: &str, cost: u64) -> Result<bool, RedisCheckError> {
+        match self.prepare_refund(key, cost)? {
+            Some(refund) => refund.run().await,
+            None => Ok(false),
+        }
+    }
+
+    /// The round trip [`refund_n`](Self::refund_n) makes, owning all it needs (to run on a
+    /// task of its own), or `None` when there is nothing to ask Redis.
+    pub(super) fn prepare_refund(&self, key: &str, cost: u64) -> Result<Option<Refund>, RedisCheckError> {
+        CostTooLarge::check(cost, self.program.capacity)?;
+        if !self.program.refunds {
+            return Ok(None);
+        }
+        let now = self.time.now_argument()?;
+        Ok(Some(Refund {
+            connection: self.connection.clone(),
+            breaker: Arc::clone(&self.breaker),
+            key: self.redis_key(key),
+            arguments: packed_arguments(cost, self.program.params, now),
+            deadline: self.deadline,
+        }))
     }
 
     /// The algorithm and its parameters.
@@ -198,7 +247,7 @@ impl RedisLimiter {
 /// `now`, as little-endian 64-bit integers (read by `struct.unpack('<i8i8i8[i8]')`), and how many
 /// of the bytes to send: 24, or 32 with `now`. Every value is below 2^53 (checked at
 /// construction and by `TimeSource`), so each is the same `i64` and `u64`.
-fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) -> ([u8; 32], usize) {
+pub(super) fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) -> ([u8; 32], usize) {
     let mut bytes = [0; 32];
     for (chunk, value) in bytes.chunks_exact_mut(8).zip([cost, params[0], params[1]]) {
         chunk.copy_from_slice(&value.to_le_bytes());
@@ -214,7 +263,7 @@ fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) -> ([u8; 32],
 
 /// Splits Redis errors into the typed errors about the key's content, which no policy fixes,
 /// and the failures the policy answers.
-fn classify(error: &RedisError, key: String) -> Result<Failure, RedisCheckError> {
+pub(super) fn classify(error: &RedisError, key: String) -> Result<Failure, RedisCheckError> {
     match error.code() {
         Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
         Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
@@ -320,7 +369,7 @@ impl RedisLimiterBuilder {
             time: self.time,
             deadline: self.deadline,
             policy: self.policy,
-            breaker: Breaker::new(self.probe_interval),
+            breaker: Arc::new(Breaker::new(self.probe_interval)),
         })
     }
 }

@@ -1,0 +1,60 @@
+//! Refunds through Redis: a bucket's units admitted and never used (a shaped request abandoned
+//! before its slot) given back to the whole fleet, with the local limiters' semantics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::Value;
+
+use super::algorithm::GCRA_REFUND;
+use super::error::RedisCheckError;
+use super::limiter::classify;
+use crate::breaker::Breaker;
+
+/// One refund, prepared: it owns everything its round trip needs (a handle on the shared
+/// connection and breaker, the key, the packed arguments), so that it can run on a task of its
+/// own, started from a destructor.
+pub(crate) struct Refund {
+    pub(crate) connection: ConnectionManager,
+    pub(crate) breaker: Arc<Breaker>,
+    pub(crate) key: String,
+    pub(crate) arguments: ([u8; 32], usize),
+    pub(crate) deadline: Duration,
+}
+
+impl Refund {
+    /// One `EVALSHA` of `gcra_refund.lua`: whether the key's TAT moved back.
+    ///
+    /// Best effort: when Redis does not answer within the deadline, fails, or was found down
+    /// less than a probe interval ago (the breaker is open), nothing is given back (`false`).
+    /// A refund asks the breaker as a decision does, and an answer closes it; a refund's
+    /// failure does not open it: a refund runs on its own task, and the next decision, which
+    /// waits on Redis anyway, finds out by itself (a refund that took the probe and failed
+    /// leaves the breaker open for another pause, as any failed probe).
+    pub(crate) async fn run(self) -> Result<bool, RedisCheckError> {
+        if !self.breaker.should_ask() {
+            return Ok(false);
+        }
+        let (arguments, length) = self.arguments;
+        let mut call = GCRA_REFUND.prepare_invoke();
+        call.key(&self.key).arg(&arguments[..length]);
+        let mut connection = self.connection;
+        let answer = tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
+        match answer {
+            Ok(Ok(reply)) => {
+                self.breaker.succeeded();
+                Ok(matches!(reply, Value::Int(1)))
+            }
+            Ok(Err(error)) => match classify(&error, self.key) {
+                Err(about_the_key) => {
+                    // Redis answered (about the key's content): it is up.
+                    self.breaker.succeeded();
+                    Err(about_the_key)
+                }
+                Ok(_failure) => Ok(false),
+            },
+            Err(_elapsed) => Ok(false),
+        }
+    }
+}
