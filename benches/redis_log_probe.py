@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Server time per call of the sliding log's script against the seed article's, on admission-heavy
+loads (docs/benchmarks.md, "Redis (issue 7)", the table "workload (window, limit)").
+
+    W=60000000 L=256 python3 benches/redis_log_probe.py [ROUNDS] [SCRIPT.lua ...]
+
+Starts its own redis-server on a free loopback port (`--save "" --appendonly no`), then, per
+round, runs the seed article's script (copied from benches/redis_speed.rs, whole-second client
+time, capacity 10, 2 per second) and each SCRIPT (default: src/distributed/sliding_log.lua) for
+2 s each: 50 pipelined EVALSHA calls at a time over 10,000 keys, on the server's clock, the log
+with window W microseconds (default 5,000,000) and limit L (default 10), after `FLUSHALL` and a
+short warm-up. Prints calls per second, the share admitted and `usec_per_call` from
+`INFO commandstats` (server time per call, the commands a script runs included), and the best
+of the rounds. Compare an earlier script with, for example,
+`git show 8762c56:src/distributed/sliding_log.lua > /tmp/previous.lua`.
+"""
+
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def encode(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            arg = arg.encode()
+        out += [b"$%d\r\n" % len(arg), arg, b"\r\n"]
+    return b"".join(out)
+
+
+class Connection:
+    """A minimal RESP client: enough for EVALSHA replies, INFO and errors."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def _fill(self):
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise EOFError("redis-server closed the connection")
+        self.buf += data
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self._fill()
+            value, self.buf = self.buf[:n], self.buf[n + 2 :]
+            return value
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        if kind == b":":
+            return int(rest)
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        return rest.decode()
+
+    def call(self, *args):
+        self.sock.sendall(encode(*args))
+        return self.reply()
+
+
+def seed_script():
+    source = open(os.path.join(ROOT, "benches", "redis_speed.rs")).read()
+    match = re.search(r'const SEED_SCRIPT: &str = r#"(.*?)"#;', source, re.S)
+    if not match:
+        raise RuntimeError("SEED_SCRIPT not found in benches/redis_speed.rs")
+    return match.group(1)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server():
+    binary = os.environ.get("TOLLGATE_REDIS_SERVER") or shutil.which("redis-server")
+    if not binary:
+        raise RuntimeError("redis-server is needed (apt-get install -y redis-server)")
+    port, workdir = free_port(), tempfile.mkdtemp()
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            if Connection(port).call("PING") == "PONG":
+                return server, port
+        except OSError:
+            time.sleep(0.05)
+    server.kill()
+    raise RuntimeError("redis-server did not answer")
+
+
+def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000):
+    conn = Connection(port)
+    conn.call("FLUSHALL")
+    sha = conn.call("SCRIPT", "LOAD", source).decode()
+    requests = [request(sha, key) for key in range(keys)]
+
+    def drive(duration):
+        sent = admitted = 0
+        start = time.time()
+        while time.time() - start < duration:
+            conn.sock.sendall(b"".join(requests[(sent + j) % keys] for j in range(batch)))
+            for _ in range(batch):
+                answer = conn.reply()
+                admitted += answer[0] == 1 if isinstance(answer, bytes) else answer == 1
+            sent += batch
+        return sent, admitted, time.time() - start
+
+    drive(seconds / 10)
+    conn.call("CONFIG", "RESETSTAT")
+    calls, admitted, elapsed = drive(seconds)
+    stats = conn.call("INFO", "commandstats").decode()
+    line = next(l for l in stats.splitlines() if l.startswith("cmdstat_evalsha:"))
+    usec = float(line.split("usec_per_call=")[1].split(",")[0])
+    print(
+        f"{name:28} calls/s {calls / elapsed:9.0f}  admitted {admitted / calls:5.3f}  "
+        f"usec_per_call {usec:.2f}",
+        flush=True,
+    )
+    return usec
+
+
+def main(args):
+    rounds = int(args[0]) if args else 3
+    scripts = args[1:] or [os.path.join(ROOT, "src", "distributed", "sliding_log.lua")]
+    window = int(os.environ.get("W", "5000000"))
+    limit = int(os.environ.get("L", "10"))
+    packed = struct.pack("<qqq", 1, window, limit)  # cost 1, w, limit; the server's clock
+    seed = seed_script()
+
+    def seed_request(sha, key):
+        now = str(int(time.time()))
+        return encode("EVALSHA", sha, "1", f"seed:10.0.{key // 256}.{key % 256}", "10", now, "2")
+
+    def log_request(sha, key):
+        return encode("EVALSHA", sha, "1", f"tollgate:{{10.0.{key // 256}.{key % 256}}}:probe", packed)
+
+    server, port = start_server()
+    try:
+        best = {}
+        for _ in range(rounds):
+            best.setdefault("seed", []).append(measure(port, seed, seed_request, "seed article's script"))
+            for path in scripts:
+                name = os.path.basename(path)
+                best.setdefault(name, []).append(measure(port, open(path).read(), log_request, name))
+        print(f"W={window} us, L={limit}; best usec_per_call of {rounds} rounds:")
+        for name, values in best.items():
+            print(f"  {name:28} {min(values):.2f}")
+    finally:
+        server.kill()
+        server.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
