@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::RedisServer;
+use redis_common::{client_time_limiter, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
     PACKED_LOG_LIMIT,
@@ -362,13 +362,9 @@ async fn a_lowered_quota_refuses_keys_counted_under_the_old_one() {
     ];
     for (before, after) in pairs {
         let name = before.name();
-        let connect = |algorithm: RedisAlgorithm| {
-            RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
-                .client_time(ManualClock::starting_at(at))
-                .deadline(Duration::from_secs(5))
-                .connect()
-        };
-        let (before, after) = (connect(before).await.unwrap(), connect(after).await.unwrap());
+        let clock = ManualClock::starting_at(at);
+        let before = client_time_limiter(&server, before, &clock, "lowered:").await;
+        let after = client_time_limiter(&server, after, &clock, "lowered:").await;
         let admitted = before.check_n("abuser", 8).await.unwrap();
         assert!(admitted.is_allowed(), "{name}: 8 of 10 under the old quota");
         // 8 counted, 4 allowed now: refused (every algorithm), by Redis, with nothing left.

@@ -10,7 +10,7 @@ mod redis_common;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::RedisServer;
+use redis_common::{client_time_limiter, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisLimiter,
 };
@@ -140,19 +140,7 @@ async fn refunds_answer_as_the_local_limiters() {
     let clock = ManualClock::new();
     let mut refunds = 0;
     for (number, (name, local, algorithm, steps)) in scenarios().into_iter().enumerate() {
-        let remote = RedisLimiter::builder(
-            server.url(),
-            algorithm,
-            FailurePolicy::FailClosed {
-                retry_after: Duration::from_secs(1),
-            },
-        )
-        .client_time(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .prefix("refund:")
-        .connect()
-        .await
-        .unwrap();
+        let remote = client_time_limiter(&server, algorithm, &clock, "refund:").await;
         let key = number.to_string();
         for (index, step) in steps.into_iter().enumerate() {
             let (Step::Check { at, .. } | Step::Refund { at, .. }) = step;

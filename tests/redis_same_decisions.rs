@@ -12,7 +12,7 @@ mod redis_common;
 
 use std::time::Duration;
 
-use redis_common::RedisServer;
+use redis_common::{client_time_limiter, RedisServer};
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
@@ -260,19 +260,7 @@ async fn redis_decides_as_the_local_limiters() {
     let mut compared = 0;
     for (number, scenario) in scenarios().into_iter().enumerate() {
         let (local, algorithm) = build(scenario.kind, scenario.quota);
-        let remote = RedisLimiter::builder(
-            server.url(),
-            algorithm,
-            FailurePolicy::FailClosed {
-                retry_after: Duration::from_secs(1),
-            },
-        )
-        .client_time(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .prefix("same:")
-        .connect()
-        .await
-        .unwrap();
+        let remote = client_time_limiter(&server, algorithm, &clock, "same:").await;
         let key = number.to_string();
         for (index, step) in scenario.steps.iter().enumerate() {
             let micros = u64::try_from(BASE_MICROS + step.at).unwrap();
@@ -350,19 +338,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
     for (number, (kind, quota, window)) in cases.into_iter().enumerate() {
         let (local, algorithm) = build(kind, quota);
         let capacity = algorithm.capacity();
-        let remote = RedisLimiter::builder(
-            server.url(),
-            algorithm,
-            FailurePolicy::FailClosed {
-                retry_after: Duration::from_secs(1),
-            },
-        )
-        .client_time(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .prefix("random:")
-        .connect()
-        .await
-        .unwrap();
+        let remote = client_time_limiter(&server, algorithm, &clock, "random:").await;
         let key = number.to_string();
         let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ number as u64);
         // Seconds after BASE (far enough that no step back crosses it).

@@ -12,6 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tollgate::ManualClock;
+
 /// A running `redis-server`, killed (and its directory removed) on drop.
 #[derive(Debug)]
 pub(crate) struct RedisServer {
@@ -128,4 +131,28 @@ fn ping(port: u16) -> bool {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let mut reply = [0; 7];
     stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+}
+
+/// A limiter on `server` deciding on the caller's `clock` (client-time mode), with its keys under
+/// `prefix` and a deadline no loaded machine reaches. It fails closed, so a decision that did not
+/// come from Redis is never mistaken for one that did (the tests also check `decided_by`).
+pub(crate) async fn client_time_limiter(
+    server: &RedisServer,
+    algorithm: impl Into<RedisAlgorithm>,
+    clock: &ManualClock,
+    prefix: &str,
+) -> RedisLimiter {
+    RedisLimiter::builder(
+        server.url(),
+        algorithm,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        },
+    )
+    .client_time(clock.clone())
+    .deadline(Duration::from_secs(5))
+    .prefix(prefix)
+    .connect()
+    .await
+    .unwrap()
 }
