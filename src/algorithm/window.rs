@@ -107,3 +107,22 @@ impl WindowLayout {
 pub(crate) fn nanos_until(at: Option<u64>, now: u64) -> u64 {
     at.map_or(u64::MAX, |at| at.saturating_sub(now))
 }
+
+/// What the windows' equivalence tests (`fixed_window/tests.rs`, `sliding_window/tests.rs`)
+/// share.
+#[cfg(test)]
+pub(super) mod test_support {
+    /// `raw % (bound + 1)`, or one of the values near `anchor` (clamped to `0..=bound`): how the
+    /// generators pick a number in a range with its edges often.
+    pub(crate) fn pick(selector: u8, raw: u64, anchor: u64, bound: u64) -> u64 {
+        match selector % 8 {
+            0 => 0,
+            1 => bound,
+            2 => anchor.saturating_sub(1 + raw % 2).min(bound),
+            3 => anchor.min(bound),
+            4 => anchor.saturating_add(1 + raw % 2).min(bound),
+            5 => (raw % 4).min(bound),
+            _ => raw % bound.saturating_add(1).max(1),
+        }
+    }
+}

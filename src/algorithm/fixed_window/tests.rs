@@ -8,6 +8,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::FixedWindow;
+use crate::algorithm::window::test_support::pick;
 use crate::algorithm::Algorithm;
 use crate::{Quota, Timestamp};
 
@@ -28,19 +29,6 @@ fn window() -> impl Strategy<Value = u64> {
         Just(86_400 * SECOND),
         (1u64 << 60)..=u64::MAX,
     ]
-}
-
-/// `raw % (bound + 1)`, or one of the values near `anchor` (clamped to `0..=bound`).
-fn pick(selector: u8, raw: u64, anchor: u64, bound: u64) -> u64 {
-    match selector % 8 {
-        0 => 0,
-        1 => bound,
-        2 => anchor.saturating_sub(1 + raw % 2).min(bound),
-        3 => anchor.min(bound),
-        4 => anchor.saturating_add(1 + raw % 2).min(bound),
-        5 => (raw % 4).min(bound),
-        _ => raw % bound.saturating_add(1).max(1),
-    }
 }
 
 proptest! {
