@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, RedisServer};
+use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
     PACKED_LOG_LIMIT,
@@ -300,15 +300,6 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     tokio::time::sleep(Duration::from_millis(60)).await;
     let exists: bool = raw.exists(&key).await.unwrap();
     assert!(!exists, "the key outlived its state");
-}
-
-/// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
-async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 /// The five algorithms at `"10/s"`, the leaky bucket at `shaper_quota`, and a log too large for

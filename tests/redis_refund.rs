@@ -10,7 +10,7 @@ mod redis_common;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, RedisServer};
+use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisLimiter,
 };
@@ -167,15 +167,6 @@ async fn refunds_answer_as_the_local_limiters() {
         }
     }
     assert_eq!(refunds, 11, "every refund step ran");
-}
-
-/// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
-async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 /// On the server's clock: after a refund the key lives exactly until its state is fresh again

@@ -12,7 +12,7 @@ mod redis_common;
 
 use std::time::Duration;
 
-use redis_common::{client_time_limiter, RedisServer};
+use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
@@ -396,11 +396,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() {
     let server = RedisServer::start();
-    let mut raw = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut raw = raw_connection(&server).await;
     let clock = ManualClock::new();
     let quota = Quota::new(4, Duration::from_secs(10)).unwrap();
     let (local, algorithm) = build(Kind::Log, quota);

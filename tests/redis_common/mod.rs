@@ -156,3 +156,12 @@ pub(crate) async fn client_time_limiter(
     .await
     .unwrap()
 }
+
+/// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
+pub(crate) async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
