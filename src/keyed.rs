@@ -42,7 +42,7 @@ pub enum WhenFull {
 /// Every key gets its own instance of the algorithm, all sharing one fixed-capacity table:
 ///
 /// - deciding for a key already present is lock-free, allocates nothing, never clones or stores
-///   the key (only a 62-bit fingerprint of its hash), and writes nothing but that key's slot;
+///   the key (only a 53-bit fingerprint of its hash), and writes nothing but that key's slot;
 /// - a new key claims a slot with one compare-and-swap (lock-free; two threads inserting the same
 ///   key end with one entry);
 /// - memory never grows: the table is allocated once at construction (16 bytes a slot, about 23

@@ -508,20 +508,20 @@ fn idle_reclaim_never_evicts_a_key_with_debt() {
 // ---------------------------------------------------------------------------------------------
 
 /// The bound `docs/design.md` states: a key shares state with another only if their hashes
-/// agree on the 62 stored fingerprint bits, so among `n` live keys the chance is at most
-/// `n / 2^62`; at a million keys that is about `2.2e-13`, below the `1e-9` the design holds
+/// agree on the 53 stored fingerprint bits, so among `n` live keys the chance is at most
+/// `n / 2^53`; at a million keys that is about `1.1e-10`, below the `1e-9` the design holds
 /// itself to. Exact integer arithmetic, no floats.
 #[test]
 fn the_fingerprint_collision_bound() {
-    const FINGERPRINT_BITS: u32 = 62;
+    const FINGERPRINT_BITS: u32 = 53;
     let n: u128 = 1_000_000;
     let space: u128 = 1 << FINGERPRINT_BITS;
-    // n / 2^62 < 1e-9  <=>  n * 10^9 < 2^62
+    // n / 2^53 < 1e-9  <=>  n * 10^9 < 2^53
     assert!(n * 1_000_000_000 < space);
-    // 2.1e-13 < n / 2^62 < 2.2e-13  <=>  21 * 2^62 < n * 10^14 < 22 * 2^62
-    assert!(21 * space < n * 100_000_000_000_000 && n * 100_000_000_000_000 < 22 * space);
-    // Even at the largest table that fits in memory (2^59 slots of 16 bytes), the bound is 1/8.
-    assert!((1u128 << 59) * 8 <= space);
+    // 1.1e-10 < n / 2^53 < 1.2e-10  <=>  11 * 2^53 < n * 10^11 < 12 * 2^53
+    assert!(11 * space < n * 100_000_000_000 && n * 100_000_000_000 < 12 * space);
+    // The bound holds up to about 9 million live keys: n * 10^9 < 2^53 for n = 9,000,000.
+    assert!(9_000_000 * 1_000_000_000 < space && 10_000_000 * 1_000_000_000 > space);
     // A 16-bit tag would not do: n / 2^16 >= 1 at a million keys.
     assert!(n >= 1 << 16);
     // Narrower than 50 bits, the bound is broken at a million keys.
@@ -569,7 +569,7 @@ fn keys_one_bit_apart_are_independent() {
 /// all hold keys with debt is asked about 40,000 other keys. Each lookup compares the key's
 /// fingerprint with all 512 stored ones, 20 million comparisons in all; any match would answer
 /// with that key's debt (a refusal). With a fingerprint of 20 bits or fewer, about 19 matches
-/// would be expected (the chance of none is below 1e-8); at 62 bits, about 4e-12.
+/// would be expected (the chance of none is below 1e-8); at 53 bits, about 2.3e-9.
 #[test]
 fn no_fingerprint_matches_among_twenty_million_comparisons() {
     // ceil(358 * 10 / 7) = 512 slots, under the 1,024 of one shard and within the probe limit.

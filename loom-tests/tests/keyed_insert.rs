@@ -19,6 +19,13 @@ use tollgate::{Faults, Outcome, Quota, TokenBucket};
 /// One key per table: 2 slots.
 const CAPACITY: usize = 1;
 
+/// The broken twin: the 0.5 s request claims the slot after `F`'s (one slot from `K`'s home)
+/// without raising the home's reach from 0 first.
+const CLAIM_OUT_OF_REACH: Faults = Faults {
+    claim_out_of_reach: true,
+    ..Faults::NONE
+};
+
 /// The broken twin: a claim is promoted at once, without settling against the key's other
 /// claims.
 const PROMOTE_UNSETTLED: Faults = Faults {
@@ -89,6 +96,16 @@ fn two_inserts_of_one_key_make_one_entry() -> Result<(), Box<dyn std::error::Err
 #[test]
 fn two_inserts_promote_unsettled_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
     model(&[500, 1000])?.assert_rejected(PROMOTE_UNSETTLED);
+    Ok(())
+}
+
+/// Its broken twin claims slot 1 without raising the reach of `K`'s home: loom finds the
+/// executions where the 1 s thread's scans stop at the home (reach 0), never see the 0.5 s
+/// thread's claim or member in slot 1, and promote a second member for `K` in `F`'s slot: `K`
+/// is admitted twice. (Sequentially too: that is what the reach is for.)
+#[test]
+fn two_inserts_claim_out_of_reach_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000])?.assert_rejected(CLAIM_OUT_OF_REACH);
     Ok(())
 }
 

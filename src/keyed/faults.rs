@@ -16,6 +16,9 @@ pub struct Faults {
     pub update_ignores_key: bool,
     /// A free slot is claimed by a plain store after reading it free, not by CAS.
     pub claim_by_store: bool,
+    /// A slot further from the key's home than the home's reach is claimed without raising
+    /// the reach first.
+    pub claim_out_of_reach: bool,
 }
 
 #[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
@@ -26,5 +29,6 @@ impl Faults {
         reclaim_busy: false,
         update_ignores_key: false,
         claim_by_store: false,
+        claim_out_of_reach: false,
     };
 }

@@ -75,7 +75,7 @@ impl TableLayout {
         ((u128::from(hash.rotate_left(32)) * shard_len as u128) >> 64) as usize
     }
 
-    /// The fingerprint that stands for a key with this `hash`: its low 62 bits.
+    /// The fingerprint that stands for a key with this `hash`: its low 53 bits.
     #[inline]
     pub(crate) const fn fingerprint(hash: u64) -> u64 {
         hash & FINGERPRINT_MASK
@@ -112,7 +112,7 @@ mod tests {
     fn homes_stay_inside_the_shard() {
         for hash in [0, 1, u64::MAX, 0x8000_0000_0000_0000, 0x1234_5678_9abc_def0] {
             assert!(TableLayout::home(hash, 1024) < 1024);
-            assert!(TableLayout::fingerprint(hash) < 1 << 62);
+            assert!(TableLayout::fingerprint(hash) < 1 << 53);
         }
     }
 }

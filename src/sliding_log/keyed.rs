@@ -20,7 +20,7 @@ use crate::{Decision, Timestamp, WhenFull};
 /// - Memory is bounded at construction: `ceil(capacity * 10 / 7)` slots, each with a log of
 ///   8 bytes per unit of the limit, allocated the first time the slot is used and reused for
 ///   every later key that takes the slot. Nothing is allocated per request.
-/// - Keys are never stored or cloned: a key is its 62-bit ahash fingerprint, under a random seed
+/// - Keys are never stored or cloned: a key is its 53-bit ahash fingerprint, under a random seed
 ///   chosen per limiter (as in the `KeyedLimiter`).
 /// - A decision for a present key locks that key's log only, for one read-decide-record.
 ///   New keys are inserted under a per-shard lock (up to 64 shards).

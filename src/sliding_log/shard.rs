@@ -34,7 +34,7 @@ const MEMBER: u64 = 1 << 62;
 /// The tag of a slot never used.
 const EMPTY: u64 = 0;
 
-/// The tag of the slot holding the key with `fingerprint` (62 bits: `TableLayout::fingerprint`).
+/// The tag of the slot holding the key with `fingerprint` (53 bits: `TableLayout::fingerprint`).
 const fn member(fingerprint: u64) -> u64 {
     MEMBER | fingerprint
 }
