@@ -225,3 +225,34 @@ fn debug_output_names_the_log() {
     let keyed = keyed::<str>("5/s", 3);
     assert!(format!("{keyed:?}").contains("KeyedLogLimiter"));
 }
+
+/// Keys come and go through a table kept near full for long enough that every slot has been
+/// used (200 keys' room, 20,000 keys, each holding its two units for one second, a new key
+/// every 5 ms: about 200 in the window at any time), so lookups must stop at their home's reach,
+/// not at a never-used slot. Every key is found again while its units are in the window: asked
+/// once more it is denied, never admitted as a fresh key; keys that found no room were never
+/// counted.
+#[test]
+fn keys_are_found_again_after_every_slot_has_been_used() {
+    let limiter = keyed::<u64>("2/s", 200);
+    let mut stored = Vec::new();
+    for key in 0..20_000u64 {
+        let now = ts(T0 + key * 5_000_000);
+        let first = limiter.check_n_at(&key, 2, now).unwrap();
+        match first.outcome() {
+            Outcome::Allowed => stored.push(key),
+            Outcome::TableFull => continue,
+            other => panic!("key {key}: {other:?}"),
+        }
+        // Every stored key of the last second, asked again now, is still full.
+        for &earlier in stored.iter().rev().take_while(|&&k| k + 200 > key) {
+            assert_eq!(
+                limiter.check_at(&earlier, now).outcome(),
+                Outcome::Denied,
+                "key {earlier} asked at key {key}'s time"
+            );
+        }
+    }
+    assert!(stored.len() > 19_000, "{} keys stored", stored.len());
+    assert_eq!(limiter.len(), limiter.slots());
+}

@@ -3,9 +3,13 @@
 //! insert lock.
 //!
 //! # The protocol
-//! - A slot's **tag** is `0` (empty: never used; probe chains end here, and a slot never becomes
-//!   empty again) or `MEMBER | fingerprint`. It changes only while its writer holds both the
-//!   shard's insert lock and the slot's lock.
+//! - A slot's **tag** says what it holds, `0` (empty: never used; probe chains end here, and a
+//!   slot never becomes empty again) or `MEMBER | fingerprint`, and the slot's **reach**: the
+//!   largest displacement of any key ever placed for the home that this slot is (as in the
+//!   `KeyedLimiter`'s table), so that lookups stop there however many slots the table has used.
+//!   What a slot holds changes only while its writer holds both the shard's insert lock and the
+//!   slot's lock; its reach (which says nothing of what it holds) only grows, under the insert
+//!   lock.
 //! - **Deciding** for a present key: probe the tags (no lock) to the key's slot, lock that slot,
 //!   check the tag is still the key's (it may have been reused for another key since it was
 //!   read), decide and record, unlock. One lock, held for one log's read-decide-write.
@@ -24,6 +28,7 @@ use crossbeam_utils::CachePadded;
 use super::faults::LogFaults;
 use super::ring::Ring;
 use super::SlidingLog;
+use crate::keyed::layout::TableLayout;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Decision;
 
@@ -33,6 +38,22 @@ const MAX_PROBE: usize = 512;
 const MEMBER: u64 = 1 << 62;
 /// The tag of a slot never used.
 const EMPTY: u64 = 0;
+/// A tag's reach: bits 53 to 61, above the fingerprint.
+const REACH_SHIFT: u32 = 53;
+const REACH_MASK: u64 = 0x1ff << REACH_SHIFT;
+// Every displacement within the probe limit fits in a reach, and no fingerprint bit is in it.
+const _: () = assert!(MAX_PROBE - 1 <= (REACH_MASK >> REACH_SHIFT) as usize);
+const _: () = assert!(TableLayout::fingerprint(u64::MAX) < 1 << REACH_SHIFT);
+
+/// What a tag says the slot holds (`EMPTY` or a `member`), without the reach.
+const fn held(tag: u64) -> u64 {
+    tag & !REACH_MASK
+}
+
+/// How far from this slot the keys homed at it may lie.
+const fn reach(tag: u64) -> usize {
+    ((tag & REACH_MASK) >> REACH_SHIFT) as usize
+}
 
 /// The tag of the slot holding the key with `fingerprint` (53 bits: `TableLayout::fingerprint`).
 const fn member(fingerprint: u64) -> u64 {
@@ -106,12 +127,14 @@ impl LogShard {
         self.slots[index].tag.load(Ordering::Relaxed)
     }
 
-    /// The slot whose tag says it holds the key, if the probe meets it before an empty slot.
+    /// The slot whose tag says it holds the key, if the probe meets it before an empty slot and
+    /// within the home's reach.
     #[inline]
     fn find(&self, fingerprint: u64, home: usize) -> Option<usize> {
         let wanted = member(fingerprint);
-        for index in self.probe(home) {
-            match self.tag(index) {
+        let span = reach(self.tag(home)) + 1;
+        for index in self.probe(home).take(span) {
+            match held(self.tag(index)) {
                 tag if tag == wanted => return Some(index),
                 EMPTY => return None,
                 _ => {}
@@ -134,7 +157,7 @@ impl LogShard {
     ) -> Option<Decision> {
         if let Some(index) = self.find(fingerprint, home) {
             let ring = lock(&self.slots[index].ring);
-            if faults.skips_key_recheck() || self.tag(index) == member(fingerprint) {
+            if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
                 return Some(self.decide_locked(index, ring, log, now, cost, faults));
             }
             // The slot was reused for another key after the probe read its tag: insert path.
@@ -160,23 +183,31 @@ impl LogShard {
             let ring = lock(&self.slots[index].ring);
             return Some(self.decide_locked(index, ring, log, now, cost, faults));
         }
-        for index in self.probe(home) {
+        for (displacement, index) in self.probe(home).enumerate() {
             let tag = self.tag(index);
             let mut ring = lock(&self.slots[index].ring);
-            if tag != EMPTY && !faults.reclaims_busy() && !log.is_idle(&ring, now) {
+            if held(tag) != EMPTY && !faults.reclaims_busy() && !log.is_idle(&ring, now) {
                 continue;
             }
             // The only allocation a slot ever makes, the first time it is used.
             ring.reserve().ok()?;
-            if tag == EMPTY {
+            if held(tag) == EMPTY {
                 // Relaxed: a statistic.
                 self.meta.live.fetch_add(1, Ordering::Relaxed);
             }
             ring.clear();
-            // Relaxed: see `tag`; both locks are held.
+            let home_tag = self.tag(home);
+            if reach(home_tag) < displacement {
+                // Relaxed: see `tag`; the insert lock is held, and the home's content is kept.
+                self.slots[home].tag.store(
+                    held(home_tag) | ((displacement as u64) << REACH_SHIFT),
+                    Ordering::Relaxed,
+                );
+            }
+            // Relaxed: see `tag`; both locks are held. The slot's own reach is kept.
             self.slots[index]
                 .tag
-                .store(member(fingerprint), Ordering::Relaxed);
+                .store(member(fingerprint) | (tag & REACH_MASK), Ordering::Relaxed);
             return Some(self.decide_locked(index, ring, log, now, cost, faults));
         }
         None
@@ -217,13 +248,13 @@ impl LogShard {
     ) -> Option<Decision> {
         if let Some(index) = self.find(fingerprint, home) {
             let ring = lock(&self.slots[index].ring);
-            if self.tag(index) == member(fingerprint) {
+            if held(self.tag(index)) == member(fingerprint) {
                 return Some(log.decide(&ring, now, cost).decision);
             }
         }
         let fresh = || log.decide(&Ring::unallocated(0), now, cost).decision;
         for index in self.probe(home) {
-            if self.tag(index) == EMPTY || log.is_idle(&lock(&self.slots[index].ring), now) {
+            if held(self.tag(index)) == EMPTY || log.is_idle(&lock(&self.slots[index].ring), now) {
                 return Some(fresh());
             }
         }
