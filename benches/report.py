@@ -34,6 +34,7 @@ FLOORS = [
     "floor/clock_read",
     "floor/clock_read+load+cas",
     "floor/clock_read+hash+load16+cas16",
+    "floor/minimal_gcra",
     "floor/std_instant_now",
     "floor/governor_clock_read",
 ]

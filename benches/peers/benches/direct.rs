@@ -31,7 +31,7 @@ use tollgate_peers::timing::decide_direct;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect,
-    InstantRead, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    InstantRead, MinimalGcra, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -112,6 +112,7 @@ fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
         "floor/clock_read+hash+load16+cas16",
         ClockReadHashLoadCas16::new(clock.clone()),
     );
+    floor_row(group, "floor/minimal_gcra", MinimalGcra::new(clock.clone()));
 }
 
 fn tollgate_rows<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C) {

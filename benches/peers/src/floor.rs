@@ -112,6 +112,69 @@ impl<C: Clock> Direct for ClockReadHashLoadCas16<C> {
     }
 }
 
+/// Not a limiter: the least a GCRA decision that reports what is left can do, to show how much
+/// of a decision's cost over [`ClockReadLoadCas`] no implementation avoids. One clock read, one
+/// load of the theoretical arrival time, `max(tat, now) + T`, one comparison with the tolerance,
+/// one successful CAS, and the remaining count by one multiply-high with a reciprocal (not exact,
+/// as a real limiter's must be), answered in five words as tollgate's `Decision` is. Its quota
+/// (one per ns, a tolerance of 10^18 ns) admits every call, since the clock moves more than 1 ns
+/// per call.
+#[derive(Debug)]
+pub struct MinimalGcra<C> {
+    clock: C,
+    tat: CachePadded<AtomicU64>,
+    interval: u64,
+    tolerance: u64,
+    reciprocal: u64,
+}
+
+impl<C: Clock> MinimalGcra<C> {
+    /// The reference decision on `clock`.
+    pub fn new(clock: C) -> MinimalGcra<C> {
+        MinimalGcra {
+            clock,
+            tat: CachePadded::new(AtomicU64::new(0)),
+            interval: std::hint::black_box(1),
+            tolerance: std::hint::black_box(1_000_000_000_000_000_000),
+            reciprocal: std::hint::black_box(u64::MAX),
+        }
+    }
+}
+
+impl<C: Clock> Direct for MinimalGcra<C> {
+    /// Admitted (1 or 0), remaining, retry-after, reset-after, delay.
+    type Answer = [u64; 5];
+
+    #[inline(always)]
+    fn check(&self) -> [u64; 5] {
+        let now = self.clock.now().as_nanos();
+        // Relaxed: as tollgate's cell loads its state word.
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let start = tat.max(now);
+            let after = start - now + self.interval;
+            if after > self.tolerance {
+                return [0, 0, after - self.tolerance, start - now, 0];
+            }
+            let remaining = ((u128::from(self.tolerance - after) * u128::from(self.reciprocal)) >> 64) as u64;
+            // Relaxed, weak: the CAS tollgate's cell makes.
+            match self.tat.compare_exchange_weak(
+                tat,
+                start + self.interval,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return [1, remaining, 0, after, 0],
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    fn admitted(answer: &[u64; 5]) -> bool {
+        answer[0] == 1
+    }
+}
+
 /// One `std::time::Instant::now()`: the clock read of the seed baseline and of `ratelimit_std`.
 #[derive(Debug)]
 pub struct InstantRead;

@@ -29,8 +29,8 @@ use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead, GovernorDirect,
-    GovernorKeyed, InstantRead, Keyed, KeyedContender, Nothing, RatelimitDirect, SeedDirect, TollgateElapsed,
-    TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    GovernorKeyed, InstantRead, Keyed, KeyedContender, MinimalGcra, Nothing, RatelimitDirect, SeedDirect,
+    TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -98,6 +98,11 @@ fn direct_clock<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock
         scenarios,
         format!("direct/{clock_name}/floor/clock_read+hash+load16+cas16"),
         ClockReadHashLoadCas16::new(clock.clone()),
+    );
+    floor_row(
+        scenarios,
+        format!("direct/{clock_name}/floor/minimal_gcra"),
+        MinimalGcra::new(clock.clone()),
     );
     direct_rows(scenarios, clock_name, tollgate_token_bucket(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_leaky_bucket(clock.clone()));
