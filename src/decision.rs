@@ -15,6 +15,9 @@ pub enum Outcome {
     Denied,
     /// Keyed limiters only: the request is refused because the table has no room for a new key
     /// and its policy is [`WhenFull::Refuse`](crate::WhenFull::Refuse) (fail closed).
+    /// [`Decision::retry_after`] is then a hint: how long until a key that holds a slot this
+    /// key could use is due to become idle (its slot can then be reclaimed), as read during the
+    /// lookup. Another new key may take that slot first.
     TableFull,
     /// The request may proceed, but it was not counted (fail open): a keyed limiter's table had
     /// no room for a new key and its policy is [`WhenFull::Admit`](crate::WhenFull::Admit), or
@@ -78,13 +81,13 @@ impl Decision {
         }
     }
 
-    /// A refusal for lack of room in a keyed table: nothing is known of when room appears, so
-    /// the durations are zero.
-    pub(crate) const fn table_full() -> Self {
+    /// A refusal for lack of room in a keyed table: room may appear after `retry_after_nanos`
+    /// (a hint: see [`Outcome::TableFull`]); the other durations are zero.
+    pub(crate) const fn table_full(retry_after_nanos: u64) -> Self {
         Decision {
             outcome: Outcome::TableFull,
             remaining: 0,
-            retry_after_nanos: 0,
+            retry_after_nanos,
             reset_after_nanos: 0,
             delay_nanos: 0,
         }
@@ -116,7 +119,9 @@ impl Decision {
 
     /// For a refused request: how long until the same request (same weight) would pass if
     /// nothing else is admitted meanwhile. Zero for an admitted request. A request that can never
-    /// pass (the end of representable time) reports about 584 years.
+    /// pass (the end of representable time) reports about 584 years. For
+    /// [`Outcome::TableFull`], a hint of when room may appear (zero when a slot is about to be
+    /// freed by an insert in flight).
     pub const fn retry_after(&self) -> Duration {
         Duration::from_nanos(self.retry_after_nanos)
     }

@@ -183,7 +183,7 @@ pub(crate) fn refund_step<A: Algorithm>(
     let after = algorithm.refund(state, now, cost);
     *gave_back = after != state;
     // The decision is not used by a refund; `table_full` is the cheapest one to build.
-    Transition::refuse(after, Decision::table_full())
+    Transition::refuse(after, Decision::table_full(0))
 }
 
 impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {

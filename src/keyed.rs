@@ -21,6 +21,7 @@ use crate::algorithm::{Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::direct::refund_step;
 use crate::error::{CapacityError, CostTooLarge};
+use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 
 /// What a keyed limiter does with a new key when every slot it could use holds a key that is
@@ -312,7 +313,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
                     }
                 }
                 Entry::Decided(decision) => return decision,
-                Entry::Full => return self.when_table_full(now, cost),
+                Entry::Full => return self.when_table_full(shard, home, now, cost),
             }
         }
     }
@@ -325,16 +326,18 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             None if shard.has_room(home, |state| self.algorithm.is_idle(state, now)) => {
                 self.algorithm.decide(FRESH_STATE, now, cost).decision
             }
-            None => self.when_table_full(now, cost),
+            None => self.when_table_full(shard, home, now, cost),
         }
     }
 
     #[cold]
-    fn when_table_full(&self, now: Timestamp, cost: u64) -> Decision {
-        let fresh = self.algorithm.decide(FRESH_STATE, now, cost).decision;
+    fn when_table_full(&self, shard: &Shard, home: usize, now: Timestamp, cost: u64) -> Decision {
         match self.when_full {
-            WhenFull::Refuse => Decision::table_full(),
-            WhenFull::Admit => Decision::untracked(fresh),
+            WhenFull::Refuse => Decision::table_full(shard.soonest_room(home, |state| {
+                // A state is idle once it is full again: its weightless decision's reset-after.
+                duration_to_nanos_saturating(self.algorithm.decide(state, now, 0).decision.reset_after())
+            })),
+            WhenFull::Admit => Decision::untracked(self.algorithm.decide(FRESH_STATE, now, cost).decision),
         }
     }
 }

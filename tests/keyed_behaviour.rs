@@ -613,3 +613,79 @@ fn admit_policy_answers_like_a_fresh_key() {
     }
     assert_eq!(limiter.len(), 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// When a full table has room again
+// ---------------------------------------------------------------------------------------------
+
+/// What the `TableFull` hint rests on, for every algorithm: a weightless decision's reset-after
+/// is exactly how long the state has until it is idle (reclaimable): idle then, and not a
+/// nanosecond before. States come from random requests (deterministic stream) at times spread
+/// over several windows, and are asked about at later times.
+#[test]
+fn a_weightless_reset_after_is_the_time_until_idle() {
+    fn check<A: Algorithm + Debug>(algorithm: A) {
+        let mut stream = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            stream ^= stream << 13;
+            stream ^= stream >> 7;
+            stream ^= stream << 17;
+            stream
+        };
+        let mut state = FRESH_STATE;
+        let mut now = T0;
+        for _ in 0..20_000 {
+            now += next() % (SEC / 2);
+            let cost = next() % (algorithm.capacity() + 1);
+            state = algorithm.decide(state, ts(now), cost).state;
+            let at = now + next() % (SEC / 4);
+            let wait = algorithm.decide(state, ts(at), 0).decision.reset_after();
+            let wait = u64::try_from(wait.as_nanos()).unwrap();
+            assert!(
+                algorithm.is_idle(state, ts(at + wait)),
+                "{algorithm:?}: {state} at {at} + {wait}"
+            );
+            if wait > 0 {
+                assert!(
+                    !algorithm.is_idle(state, ts(at + wait - 1)),
+                    "{algorithm:?}: {state} at {at} + {wait}"
+                );
+            }
+        }
+    }
+    check(token_bucket(BURST));
+    check(leaky_bucket(BURST));
+    check(fixed_window(BURST));
+    check(sliding_window(BURST));
+}
+
+/// A full table refuses a new key with the time until the first slot it could use is due to
+/// be free: keys `1` and `2` (of a 2-slot table) carry debt until `T0 + 1 s` and
+/// `T0 + 1.3 s`; asked at `T0 + 0.5 s`, a new key is told 0.5 s; then it gets in at exactly that
+/// time, not a nanosecond before. `peek` gives the same hint.
+#[test]
+fn a_full_table_says_when_room_is_due() {
+    let clock = ManualClock::starting_at(ts(T0));
+    let limiter = KeyedLimiter::<u64, _, _>::with_clock(token_bucket(1), 1, clock.clone()).unwrap();
+    assert_eq!(limiter.slots(), 2);
+    assert!(limiter.check(&1).is_allowed());
+    clock.set(ts(T0 + 3 * SEC / 10));
+    assert!(limiter.check(&2).is_allowed());
+    clock.set(ts(T0 + SEC / 2));
+    for refused in [limiter.check(&3), limiter.peek(&3)] {
+        assert_eq!(refused.outcome(), Outcome::TableFull);
+        assert_eq!(refused.retry_after().as_nanos(), u128::from(SEC / 2));
+        assert_eq!((refused.remaining(), refused.reset_after().as_nanos()), (0, 0));
+    }
+    clock.set(ts(T0 + SEC - 1));
+    assert_eq!(limiter.check(&3).retry_after().as_nanos(), 1);
+    clock.set(ts(T0 + SEC));
+    assert_eq!(limiter.check(&3).outcome(), Outcome::Allowed);
+    // Fail open: the untracked answer is a fresh key's, as before.
+    let open = KeyedLimiter::<u64, _, _>::with_clock(token_bucket(1), 1, ManualClock::starting_at(ts(T0)))
+        .unwrap()
+        .when_full(WhenFull::Admit);
+    assert!(open.check(&1).is_allowed() && open.check(&2).is_allowed());
+    assert_eq!(open.check(&3).outcome(), Outcome::AllowedUntracked);
+    assert_eq!(open.check(&3).retry_after().as_nanos(), 0);
+}

@@ -390,6 +390,11 @@ async fn a_full_table_refuses_new_clients_with_503() -> Result<(), Error> {
     }
     assert_eq!(statuses[..slots], vec![StatusCode::OK; slots]);
     assert_eq!(statuses[slots], StatusCode::SERVICE_UNAVAILABLE);
+    // The refusal says when room is due: every key's debt (one request of a 1/min bucket at
+    // the same frozen time) runs out in 60 s.
+    let refused = get(&client, address, "/", &[("x-api-key", "one more")]).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.header("retry-after"), "60");
     Ok(())
 }
 

@@ -256,3 +256,25 @@ fn keys_are_found_again_after_every_slot_has_been_used() {
     assert!(stored.len() > 19_000, "{} keys stored", stored.len());
     assert_eq!(limiter.len(), limiter.slots());
 }
+
+/// A full table refuses a new key with the time until the first log it could reuse is idle:
+/// with room for one key (2 slots), key 1's unit at `T0` and key 2's at `T0 + 20 s` leave a
+/// 1-minute window at `T0 + 60 s` and `T0 + 80 s`; asked at `T0 + 30 s`, key 3 is told 30 s, by
+/// `check` and `peek`, and gets in at exactly that time.
+#[test]
+fn a_full_table_says_when_room_is_due() {
+    let clock = ManualClock::starting_at(ts(T0));
+    let limiter = KeyedLogLimiter::<u64, _>::with_clock(log("2/min"), 1, clock.clone()).unwrap();
+    assert!(limiter.check(&1).is_allowed());
+    clock.set(ts(T0 + 20 * SEC));
+    assert!(limiter.check(&2).is_allowed());
+    clock.set(ts(T0 + 30 * SEC));
+    for refused in [limiter.check(&3), limiter.peek(&3)] {
+        assert_eq!(refused.outcome(), Outcome::TableFull);
+        assert_eq!(refused.retry_after(), Duration::from_secs(30));
+    }
+    clock.set(ts(T0 + 60 * SEC - 1));
+    assert_eq!(limiter.check(&3).retry_after().as_nanos(), 1);
+    clock.set(ts(T0 + 60 * SEC));
+    assert!(limiter.check(&3).is_allowed());
+}

@@ -83,7 +83,10 @@ pub struct Answer {
 
 impl Answer {
     /// The answer to a new key when the table is full and refuses it: `TableFull`, every
-    /// duration zero (as `tollgate`'s `Decision::table_full`).
+    /// duration zero. The table's own answer carries a retry-after hint, read slot by slot while
+    /// other requests change them; [`Answer::from`] sets it aside (zero), so that the models
+    /// check which requests find room, and `tests/keyed_behaviour.rs` checks the hint's value,
+    /// one caller at a time.
     pub const fn table_full() -> Answer {
         Answer {
             outcome: Outcome::TableFull,
@@ -96,11 +99,16 @@ impl Answer {
 }
 
 impl From<Decision> for Answer {
+    /// The decision's values, but for a `TableFull` refusal's retry-after hint, set to zero (see
+    /// [`Answer::table_full`]).
     fn from(decision: Decision) -> Answer {
         Answer {
             outcome: decision.outcome(),
             remaining: decision.remaining(),
-            retry_after: decision.retry_after(),
+            retry_after: match decision.outcome() {
+                Outcome::TableFull => Duration::ZERO,
+                _ => decision.retry_after(),
+            },
             reset_after: decision.reset_after(),
             delay: decision.delay(),
         }

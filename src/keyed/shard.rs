@@ -142,6 +142,27 @@ impl Shard {
         })
     }
 
+    /// For a new key homed at `home` that found no room: the least `idle_after` of the members
+    /// in its probe range (how long until one of them is idle and its slot can be reclaimed), 0
+    /// if a slot is free or a claim is in flight (room may appear at once). Read-only, and only
+    /// a hint: the slots are read one by one while others may change them.
+    pub(crate) fn soonest_room(&self, home: usize, idle_after: impl Fn(u64) -> u64) -> u64 {
+        let mut soonest = u64::MAX;
+        for index in self.probe(home) {
+            // Relaxed: a hint about a moment, like every peek.
+            let slot = self.load(index, Ordering::Relaxed);
+            let wait = match slot.status() {
+                Status::Member => idle_after(slot.state),
+                Status::Empty | Status::Dead | Status::Inserting => 0,
+            };
+            soonest = soonest.min(wait);
+            if soonest == 0 {
+                break;
+            }
+        }
+        soonest
+    }
+
     /// The probe sequence of a key whose home is `home`.
     #[inline]
     fn probe(&self, home: usize) -> impl Iterator<Item = usize> {

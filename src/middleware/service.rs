@@ -14,7 +14,7 @@ use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower::Service;
 
-use super::fields::PreparedFields;
+use super::fields::{write_retry_after, PreparedFields};
 use super::key::KeyExtractor;
 use super::layer::{MissingKey, OnLimiterError, Shared};
 use super::limiter::{LimiterError, RateLimiter};
@@ -171,7 +171,13 @@ fn answer<L, X: KeyExtractor>(
         }
         Outcome::TableFull => {
             let message = "the rate limiter has no room for a new client: retry later".to_owned();
-            Answer::Refuse(refusal::error(StatusCode::SERVICE_UNAVAILABLE, message, grpc))
+            let mut response = refusal::error(StatusCode::SERVICE_UNAVAILABLE, message, grpc);
+            // When room is due to appear (a key's debt runs out), say when (RFC 9110 allows
+            // Retry-After on a 503).
+            if !decision.retry_after().is_zero() {
+                write_retry_after(response.headers_mut(), decision.retry_after());
+            }
+            Answer::Refuse(response)
         }
     }
 }

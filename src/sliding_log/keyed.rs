@@ -243,20 +243,20 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         let (shard, home, fingerprint) = self.locate(key);
         shard
             .decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults())
-            .unwrap_or_else(|| self.when_table_full(now, cost))
+            .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
     }
 
     fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
         shard
             .peek(&self.log, fingerprint, home, now.as_nanos(), cost)
-            .unwrap_or_else(|| self.when_table_full(now, cost))
+            .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
     }
 
     #[cold]
-    fn when_table_full(&self, now: Timestamp, cost: u64) -> Decision {
+    fn when_table_full(&self, shard: &LogShard, home: usize, now: Timestamp, cost: u64) -> Decision {
         match self.when_full {
-            WhenFull::Refuse => Decision::table_full(),
+            WhenFull::Refuse => Decision::table_full(shard.soonest_room(&self.log, home, now.as_nanos())),
             WhenFull::Admit => Decision::untracked(
                 self.log
                     .decide(&Ring::unallocated(0), now.as_nanos(), cost)

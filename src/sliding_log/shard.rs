@@ -30,6 +30,7 @@ use super::ring::Ring;
 use super::SlidingLog;
 use crate::keyed::layout::TableLayout;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::time::duration_to_nanos_saturating;
 use crate::Decision;
 
 /// The longest probe sequence: a key is stored within this many slots of its home.
@@ -233,6 +234,26 @@ impl LogShard {
             ring.record(at, cost);
         }
         verdict.decision
+    }
+
+    /// For a new key homed at `home` that found no room at `now`: the least time until a log in
+    /// its probe range is idle (its slot can then be reused), 0 if a slot is empty or idle by
+    /// now. A hint: each slot is locked and read in turn, while others may change the rest.
+    pub(super) fn soonest_room(&self, log: &SlidingLog, home: usize, now: u64) -> u64 {
+        let mut soonest = u64::MAX;
+        for index in self.probe(home) {
+            if held(self.tag(index)) == EMPTY {
+                return 0;
+            }
+            let ring = lock(&self.slots[index].ring);
+            // A log is idle once it is full again: its weightless decision's reset-after.
+            let wait = log.decide(&ring, now, 0).decision.reset_after();
+            soonest = soonest.min(duration_to_nanos_saturating(wait));
+            if soonest == 0 {
+                break;
+            }
+        }
+        soonest
     }
 
     /// What `decide` would answer, recording and inserting nothing: the key's log's answer if
