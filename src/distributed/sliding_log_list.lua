@@ -19,8 +19,10 @@ else
   now = time[1] * 1000000 + time[2]
 end
 local key = KEYS[1]
+-- Integer arguments go as text made with '%d' (cheaper than number arguments: gcra.lua).
+local format = string.format
 local function entry(at)
-  local t = tonumber(redis.call('LINDEX', key, at))
+  local t = tonumber(redis.call('LINDEX', key, format('%d', at)))
   if not t then
     return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
   end
@@ -59,11 +61,12 @@ end
 if inside + cost <= limit then
   if not ARGV[2] then
     if expired > 0 then
-      redis.call('LTRIM', key, expired, -1)
+      redis.call('LTRIM', key, format('%d', expired), '-1')
     end
     local batch = {}
+    local text = format('%d', at)
     for i = 1, math.min(cost, 1000) do
-      batch[i] = at
+      batch[i] = text
     end
     local left = cost
     while left > 0 do
@@ -74,7 +77,7 @@ if inside + cost <= limit then
       left = left - #batch
     end
     -- The key expires when its newest entry leaves the window: it is then empty, as a fresh key.
-    redis.call('PEXPIRE', key, math.ceil((at + w - now) / 1000))
+    redis.call('PEXPIRE', key, format('%d', math.ceil((at + w - now) / 1000)))
   end
   return struct.pack('<i8i8i8i8', 1, limit - inside - cost, 0, at + w - now)
 end

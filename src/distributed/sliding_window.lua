@@ -57,7 +57,8 @@ if cost > 0 and not ARGV[2] then
   if same then
     redis.call('SET', KEYS[1], value, 'KEEPTTL')
   else
-    redis.call('PSETEX', KEYS[1], math.ceil((start + 2 * w - now) / 1000), value)
+    -- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)), value)
   end
 end
 return struct.pack('<i8i8i8i8', 1, previous, current, start - now)
