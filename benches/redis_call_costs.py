@@ -14,7 +14,6 @@ best of ROUNDS rounds (default 2).
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis_log_probe as probe  # noqa: E402
@@ -37,48 +36,35 @@ SCRIPTS = {
 }
 
 
-def fill(conn, kind):
-    conn.call("FLUSHALL")
-    for key in range(KEYS):
-        if kind == "string":
-            command = probe.encode("SET", f"k{key}", VALUE, "PX", "100000")
-        else:
-            command = probe.encode("HSET", f"k{key}", "tokens", "10", "last_updated", "1764000000")
-        conn.sock.sendall(command)
-    for _ in range(KEYS):
-        conn.reply()
+def filler(kind):
+    """Fills the keys with `kind` values: the `prepare` step of `redis_log_probe.measure`."""
+
+    def fill(conn):
+        for key in range(KEYS):
+            if kind == "string":
+                command = probe.encode("SET", f"k{key}", VALUE, "PX", "100000")
+            else:
+                command = probe.encode("HSET", f"k{key}", "tokens", "10", "last_updated", "1764000000")
+            conn.sock.sendall(command)
+        for _ in range(KEYS):
+            conn.reply()
+
+    return fill
 
 
-def measure(conn, source, seconds=1.5, batch=50):
-    sha = conn.call("SCRIPT", "LOAD", source).decode()
-    requests = [probe.encode("EVALSHA", sha, "1", f"k{key}") for key in range(KEYS)]
-
-    def drive(duration):
-        sent, start = 0, time.time()
-        while time.time() - start < duration:
-            conn.sock.sendall(b"".join(requests[(sent + j) % KEYS] for j in range(batch)))
-            for _ in range(batch):
-                conn.reply()
-            sent += batch
-
-    drive(seconds / 10)
-    conn.call("CONFIG", "RESETSTAT")
-    drive(seconds)
-    stats = conn.call("INFO", "commandstats").decode()
-    line = next(l for l in stats.splitlines() if l.startswith("cmdstat_evalsha:"))
-    return float(line.split("usec_per_call=")[1].split(",")[0])
+def request(sha, key):
+    return probe.encode("EVALSHA", sha, "1", f"k{key}")
 
 
 def main(args):
     rounds = int(args[0]) if args else 2
     server, port = probe.start_server()
     try:
-        conn = probe.Connection(port)
         best = {}
         for _ in range(rounds):
             for name, (kind, source) in SCRIPTS.items():
-                fill(conn, kind)
-                best.setdefault(name, []).append(measure(conn, source))
+                usec = probe.measure(port, source, request, name, seconds=1.5, keys=KEYS, prepare=filler(kind))
+                best.setdefault(name, []).append(usec)
         base = min(best["return 1"])
         print(f"| script's one call | µs/call (best of {rounds}) | over `return 1` |")
         print("|---|---:|---:|")

@@ -114,9 +114,14 @@ def start_server():
     raise RuntimeError("redis-server did not answer")
 
 
-def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000):
+def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, prepare=None):
+    """Runs `source` for `seconds` (after a tenth of that to warm up), `batch` pipelined EVALSHA
+    calls at a time, `request(sha, key)` for keys 0 to `keys - 1` in turn, after FLUSHALL and
+    `prepare(conn)` if given; prints and returns `usec_per_call`."""
     conn = Connection(port)
     conn.call("FLUSHALL")
+    if prepare is not None:
+        prepare(conn)
     sha = conn.call("SCRIPT", "LOAD", source).decode()
     requests = [request(sha, key) for key in range(keys)]
 

@@ -219,6 +219,8 @@ impl Shard {
     /// from it. SeqCst: the raise must come before the claim in the total order of the insert
     /// path, so that a scan that sees the claim's effects reads the raised reach.
     fn extend_reach(&self, home: usize, displacement: usize) {
+        // SeqCst even when the reach is already enough (the scan's `Relaxed` read may have said
+        // so): this load then orders the raise it reads before the claim that follows it.
         let mut current = self.load(home, Ordering::SeqCst);
         while current.reach() < displacement {
             match self.cas(home, current, current.with_reach(displacement)) {
