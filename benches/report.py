@@ -5,7 +5,8 @@
 
 Reads criterion's medians (CRITERION_DIR/**/new/{benchmark,estimates}.json), the instruction
 counts (RESULTS_DIR/instructions.json, from benches/instructions.py), the memory probe's output
-(RESULTS_DIR/memory-*.txt) and the machine's description (RESULTS_DIR/machine.md). Replaces, in
+(RESULTS_DIR/memory-*.txt), the churn run's table (RESULTS_DIR/churn.md, from the `churn` binary)
+and the machine's description (RESULTS_DIR/machine.md). Replaces, in
 DOC, the text between each `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` pair with the
 fresh table NAME (all tables also go to RESULTS_DIR/tables.md), and writes IMG_DIR/bench-*.svg.
 Every ratio divides two rows of the same run. `benches/run` runs all of it.
@@ -316,6 +317,9 @@ def main(args):
         sections[f"contention-{clock}"] = contention_table(groups, clock)
     sections["memory"] = memory
     sections["targets"] = targets_table(groups, memory_found)
+    churn = results / "churn.md"
+    if churn.exists():
+        sections["churn"] = churn.read_text().strip()
 
     img.mkdir(parents=True, exist_ok=True)
     written = []
