@@ -344,12 +344,13 @@ impl Shard {
         mut seen: Option<Found>,
         decide: &mut impl FnMut(u64) -> Transition,
     ) -> Option<Entry> {
-        // The scans cover the caller's own claim, which is within the home's reach anyway
-        // (raised before the claim): this matters only to the broken twin that skips the raise,
-        // so that it fails on what the raise is for, other requests' scans, and not by never
-        // seeing its own claim.
-        let len = self.slots.len();
-        let own = seen.map_or(0, |claim| (claim.index + len - home) % len);
+        // The broken twin that skips the raise still covers the caller's own claim, so that it
+        // fails on what the raise is for (other requests' scans), not by never seeing its own
+        // claim. The shipped table needs nothing here: its own claim is within the reach.
+        let own = match (self.faults().claim_out_of_reach, seen) {
+            (true, Some(claim)) => (claim.index + self.slots.len() - home) % self.slots.len(),
+            _ => 0,
+        };
         loop {
             let mut member = None;
             let mut earliest: Option<Found> = None;
