@@ -220,11 +220,33 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         false
     }
 
-    /// Keys currently held in the table (including idle ones not yet reclaimed). Exact when no
+    /// Keys currently held in the table, including idle ones not yet reclaimed. Exact when no
     /// insert is in flight; while inserts race it may be off by the number in flight (it is
-    /// never above the number of slots).
+    /// never above the number of slots). Constant time.
+    ///
+    /// Idle keys stay until a new key needs their slot, so once many more keys have come and
+    /// gone than the table holds, `len()` stays near [`slots`](Self::slots): to count the keys
+    /// still being limited, use [`active`](Self::active).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.live() as usize).sum()
+    }
+
+    /// Keys still being limited now: held keys whose state is not yet the same as a fresh key's
+    /// (a bucket not yet full again, a count still in its window). Reads every slot once, so it
+    /// costs time in proportion to [`slots`](Self::slots) (2.4 ms for a table built for
+    /// 1,000,000 keys on the machine of `docs/benchmarks.md`, section "Churn"): a metric to
+    /// sample, not a per-request call. Slots that change meanwhile are counted as they were
+    /// read.
+    pub fn active(&self) -> usize {
+        self.active_at(self.clock.now())
+    }
+
+    /// [`active`](Self::active) at a time the caller supplies.
+    pub fn active_at(&self, now: Timestamp) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.busy(|state| self.algorithm.is_idle(state, now)))
+            .sum()
     }
 
     /// Whether the table holds no key.

@@ -10,7 +10,7 @@ use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use keyed_common::{
-    fixed_window, fresh_run, leaky_bucket, same_numbers, sliding_window, token_bucket, ts, SEC, T0,
+    fixed_window, fresh_run, leaky_bucket, same_numbers, sliding_window, token_bucket, ts, RECOVERY, SEC, T0,
 };
 use tollgate::algorithm::{Algorithm, FRESH_STATE};
 use tollgate::{
@@ -688,4 +688,44 @@ fn a_full_table_says_when_room_is_due() {
     assert!(open.check(&1).is_allowed() && open.check(&2).is_allowed());
     assert_eq!(open.check(&3).outcome(), Outcome::AllowedUntracked);
     assert_eq!(open.check(&3).retry_after().as_nanos(), 0);
+}
+
+/// `len()` counts held keys, idle ones included; `active()` only those still being limited:
+/// keys with debt at `T0` are active until they are idle again, then only held; once new keys
+/// have taken every slot, `len()` stays at the slot count while `active()` follows the keys
+/// with debt. For a bucket and a window (whose idle times differ).
+#[test]
+fn active_counts_the_keys_still_limited_and_len_the_keys_held() {
+    fn exercise<A: Algorithm + Debug>(algorithm: A) {
+        let limiter = keyed::<u64, _>(algorithm, 8);
+        let name = format!("{:?}", limiter.algorithm());
+        let recovered = T0 + u64::try_from(RECOVERY.as_nanos()).unwrap();
+        assert_eq!((limiter.len(), limiter.active()), (0, 0), "{name}");
+        for key in 0..5 {
+            assert!(limiter.check(&key).is_allowed(), "{name}");
+        }
+        let _ = limiter.peek(&99);
+        assert_eq!(
+            (limiter.len(), limiter.active()),
+            (5, 5),
+            "{name}: peeks hold nothing"
+        );
+        limiter.clock().set(ts(recovered));
+        assert_eq!((limiter.len(), limiter.active()), (5, 0), "{name}");
+        assert_eq!(limiter.active_at(ts(T0)), 5, "{name}");
+        // New keys take the 7 free slots and reclaim the 5 idle ones.
+        for key in 100..112 {
+            assert!(limiter.check(&key).is_allowed(), "{name}");
+        }
+        assert_eq!(limiter.slots(), 12);
+        assert_eq!((limiter.len(), limiter.active()), (12, 12), "{name}");
+        limiter
+            .clock()
+            .set(ts(recovered + u64::try_from(RECOVERY.as_nanos()).unwrap()));
+        assert_eq!((limiter.len(), limiter.active()), (12, 0), "{name}");
+    }
+    exercise(token_bucket(2));
+    exercise(leaky_bucket(2));
+    exercise(fixed_window(2));
+    exercise(sliding_window(2));
 }

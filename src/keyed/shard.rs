@@ -128,6 +128,18 @@ impl Shard {
         live.clamp(0, self.slots.len() as i64) as u64
     }
 
+    /// Members whose state is not idle (`is_idle` false): the keys still being limited. Reads
+    /// every slot once; a slot that changes meanwhile is counted as it was read.
+    pub(crate) fn busy(&self, is_idle: impl Fn(u64) -> bool) -> usize {
+        (0..self.slots.len())
+            .filter(|&index| {
+                // Relaxed: a statistic about a moment, like `live`.
+                let slot = self.load(index, Ordering::Relaxed);
+                slot.status() == Status::Member && !is_idle(slot.state)
+            })
+            .count()
+    }
+
     /// Whether a new key homed at `home` would find a slot (read-only: for `peek`).
     pub(crate) fn has_room(&self, home: usize, is_idle: impl Fn(u64) -> bool) -> bool {
         self.probe(home).any(|index| {

@@ -9,7 +9,8 @@
 //! second of debt), then the same keys once more (present now); then ten seconds pass and every
 //! key is idle, so the next round's new keys reuse their slots. Time is an argument
 //! (`check_at`), so only the table is measured. Prints, for some rounds, the mean ns per new key
-//! and per present key (wall clock over the whole pass) and `len()`.
+//! and per present key (wall clock over the whole pass), `len()` (keys held, idle ones included),
+//! `active_at(now)` (keys still being limited) and how long that count's scan of every slot took.
 //!
 //! A table whose lookups for an absent key walked to the first never-used slot got slower with
 //! every round, as the never-used slots ran out; a table whose lookups stop at the home's reach
@@ -31,8 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let per_round = (capacity / 2) as u64;
     println!("table for {capacity} keys, {per_round} new keys a round");
-    println!("| round | ns per new key | ns per present key | len() |");
-    println!("|---:|---:|---:|---:|");
+    println!("| round | ns per new key | ns per present key | len() | active() | µs for active() |");
+    println!("|---:|---:|---:|---:|---:|---:|");
     for round in 0..rounds {
         let now = Timestamp::from_nanos(1 + round * Duration::from_secs(10).as_nanos() as u64);
         let keys = round * per_round..(round + 1) * per_round;
@@ -47,7 +48,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let present = start.elapsed().as_nanos() as f64 / per_round as f64;
         if round < 4 || round % 8 == 0 || round + 1 == rounds {
-            println!("| {round} | {new:.0} | {present:.0} | {} |", limiter.len());
+            let start = Instant::now();
+            let active = limiter.active_at(now);
+            let scan = start.elapsed().as_micros();
+            println!(
+                "| {round} | {new:.0} | {present:.0} | {} | {active} | {scan} |",
+                limiter.len()
+            );
         }
     }
     Ok(())
