@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::algorithm::Algorithm;
-use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tollgate::distributed::{DecidedBy, RedisAlgorithm};
 use tollgate::{
     Decision, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, ManualClock, Quota, SlidingLog,
     SlidingWindow, Timestamp, TokenBucket,
@@ -400,18 +400,7 @@ async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() 
     let clock = ManualClock::new();
     let quota = Quota::new(4, Duration::from_secs(10)).unwrap();
     let (local, algorithm) = build(Kind::Log, quota);
-    let remote = RedisLimiter::builder(
-        server.url(),
-        algorithm,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-    )
-    .client_time(clock.clone())
-    .deadline(Duration::from_secs(5))
-    .connect()
-    .await
-    .unwrap();
+    let remote = client_time_limiter(&server, algorithm, &clock, "bounded:").await;
     let key = remote.redis_key("bounded");
     // 16 bytes of trailer and 12 per record: at most 4 + min(4, 16) records.
     let bound = 16 + 12 * 8;
