@@ -1,7 +1,7 @@
 //! Models of the keyed table: requests for several keys, the invariant, and the loom run.
 
+use crate::rejection::assert_violation;
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -367,21 +367,10 @@ impl<A: Algorithm + Clone + fmt::Debug + Send + Sync + 'static> KeyedModel<A> {
     /// # Panics
     /// When loom finds no violation, or the run panics for another reason.
     pub fn assert_rejected(&self, faults: Faults) -> String {
-        // AssertUnwindSafe: nothing the closure touches is used after a panic.
-        let result = panic::catch_unwind(AssertUnwindSafe(|| self.check_with(faults)));
-        let Err(payload) = result else {
-            panic!("loom found no execution of the limiter with {faults:?} breaking the invariant");
-        };
-        let message = payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "<non-string panic>".to_owned());
-        assert!(
-            message.starts_with(KEYED_VIOLATION),
-            "the model with {faults:?} panicked, but not on the invariant: {message}"
-        );
-        message
+        let twin = format!("the limiter with {faults:?}");
+        assert_violation(KEYED_VIOLATION, &twin, || {
+            self.check_with(faults);
+        })
     }
 
     fn assert_fit(&self, requests: &[KeyedRequest]) {

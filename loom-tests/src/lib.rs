@@ -34,6 +34,8 @@ mod model;
 #[cfg(tollgate_loom)]
 mod placement;
 #[cfg(tollgate_loom)]
+mod rejection;
+#[cfg(tollgate_loom)]
 mod replay;
 #[cfg(tollgate_loom)]
 mod sliding_log;
@@ -50,6 +52,8 @@ pub use keyed::{
 pub use model::{Model, VIOLATION};
 #[cfg(tollgate_loom)]
 pub use placement::{deterministic_hashing, Placement};
+#[cfg(tollgate_loom)]
+pub use rejection::assert_violation;
 #[cfg(tollgate_loom)]
 pub use replay::{ms, Outcome, Request};
 #[cfg(tollgate_loom)]

@@ -1,7 +1,7 @@
 //! A model, its invariant, and the loom run that checks it.
 
+use crate::rejection::assert_violation;
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 
 use loom::sync::Arc;
 use loom::thread;
@@ -91,23 +91,7 @@ impl<A: Algorithm + Clone + fmt::Debug + 'static> Model<A> {
     /// # Panics
     /// When loom finds no violation, or the run panics for another reason.
     pub fn assert_rejected<S: Subject<A>>(&self) {
-        // AssertUnwindSafe: nothing the closure touches is used after a panic.
-        let result = panic::catch_unwind(AssertUnwindSafe(|| self.check::<S>()));
-        let Err(payload) = result else {
-            panic!(
-                "loom found no execution of {} breaking the invariant",
-                std::any::type_name::<S>()
-            );
-        };
-        let message = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("<non-string panic>");
-        assert!(
-            message.starts_with(VIOLATION),
-            "the model panicked, but not on the invariant: {message}"
-        );
+        assert_violation(VIOLATION, std::any::type_name::<S>(), || self.check::<S>());
     }
 
     fn assert_fit(&self, requests: &[Request]) {

@@ -18,7 +18,7 @@
 //! (`tollgate::LogFaults`); [`LogModel::assert_rejected`] asserts loom finds an execution that
 //! breaks the invariant, and fails on its assertion ([`LOG_VIOLATION`]), not another panic.
 
-use std::panic::{self, AssertUnwindSafe};
+use crate::rejection::assert_violation;
 use std::sync::Mutex as StdMutex;
 
 use loom::sync::Arc;
@@ -274,20 +274,9 @@ impl LogModel {
     /// # Panics
     /// When loom finds no violation, or the run panics for another reason.
     pub fn assert_rejected(&self, faults: LogFaults) {
-        // AssertUnwindSafe: nothing the closure touches is used after a panic.
-        let result = panic::catch_unwind(AssertUnwindSafe(|| self.check_with(faults)));
-        let Err(payload) = result else {
-            panic!("loom found no execution of {faults:?} breaking the invariant");
-        };
-        let message = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("<non-string panic>");
-        assert!(
-            message.starts_with(LOG_VIOLATION),
-            "the model panicked, but not on the invariant: {message}"
-        );
+        assert_violation(LOG_VIOLATION, &format!("{faults:?}"), || {
+            self.check_with(faults);
+        });
     }
 }
 

@@ -14,12 +14,12 @@
 //! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
 #![cfg(tollgate_loom)]
 
-use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use loom_tests::assert_violation;
 use tollgate::Breaker;
 
 /// The pause after a failure, in ns (the breaker's own time unit).
@@ -161,18 +161,9 @@ fn a_success_racing_a_failure_leaves_one_of_their_states() {
 /// The twin: loom must find two probes in one pause, and reject it on the invariant.
 #[test]
 fn load_then_store_election_is_rejected() {
-    // AssertUnwindSafe: nothing the closure touches is used after a panic.
-    let result = panic::catch_unwind(AssertUnwindSafe(one_probe_per_pause::<RacyBreaker>));
-    let Err(payload) = result else {
-        panic!("loom found no execution of the load-then-store breaker with two probes");
-    };
-    let message = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("<non-string panic>");
-    assert!(
-        message.starts_with(VIOLATION),
-        "the model panicked, but not on the invariant: {message}"
+    assert_violation(
+        VIOLATION,
+        "the load-then-store breaker",
+        one_probe_per_pause::<RacyBreaker>,
     );
 }
