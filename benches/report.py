@@ -35,6 +35,7 @@ FLOORS = [
     "floor/clock_read",
     "floor/clock_read+load+cas",
     "floor/clock_read+hash+load16+cas16",
+    "floor/clock_read+hash+load8x2+cas8",
     "floor/minimal_gcra",
     "floor/std_instant_now",
     "floor/governor_clock_read",

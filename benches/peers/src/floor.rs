@@ -112,6 +112,64 @@ impl<C: Clock> Direct for ClockReadHashLoadCas16<C> {
     }
 }
 
+/// The keyed floor of a design this crate does not ship: a slot of two 8-byte words, a tag (the
+/// key's fingerprint) and a state, where a decision checks the tag and compare-and-swaps the state
+/// word alone. One clock read, the key's hash, a load of each word, the tag comparison and one
+/// uncontended 8-byte CAS. Set beside [`ClockReadHashLoadCas16`], it prices the 16-byte CAS
+/// that keeps identity and state in one word (`docs/benchmarks.md`, "Keyed limiters"); it does not
+/// show that such a slot can keep a key from being charged for another's request.
+#[derive(Debug)]
+pub struct ClockReadHashLoadTagCas8<C> {
+    clock: C,
+    hasher: ahash::RandomState,
+    key: u64,
+    slot: CachePadded<[AtomicU64; 2]>,
+}
+
+impl<C: Clock> ClockReadHashLoadTagCas8<C> {
+    /// The two-word keyed floor on `clock`.
+    pub fn new(clock: C) -> ClockReadHashLoadTagCas8<C> {
+        let hasher = ahash::RandomState::new();
+        let key = 42;
+        let tag = hasher.hash_one(key);
+        ClockReadHashLoadTagCas8 {
+            clock,
+            hasher,
+            key,
+            slot: CachePadded::new([AtomicU64::new(tag), AtomicU64::new(0)]),
+        }
+    }
+}
+
+impl<C: Clock> Direct for ClockReadHashLoadTagCas8<C> {
+    type Answer = Result<u64, u64>;
+
+    #[inline(always)]
+    fn check(&self) -> Result<u64, u64> {
+        let now = self.clock.now().as_nanos();
+        let hash = self.hasher.hash_one(std::hint::black_box(self.key));
+        let [tag, state] = &*self.slot;
+        // Relaxed: a floor; the design it stands for would need at least Acquire here (free on
+        // x86_64).
+        if tag.load(Ordering::Relaxed) != hash {
+            return Err(0);
+        }
+        // Relaxed: as the 16-byte floor loads its slot.
+        let current = state.load(Ordering::Relaxed);
+        // Relaxed, weak: the CAS tollgate's direct cell makes.
+        state.compare_exchange_weak(
+            current,
+            current.wrapping_add(now | 1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+    }
+
+    fn admitted(answer: &Result<u64, u64>) -> bool {
+        answer.is_ok()
+    }
+}
+
 /// Not a limiter: the least a GCRA decision that reports what is left can do, to show how much
 /// of a decision's cost over [`ClockReadLoadCas`] no implementation avoids. One clock read, one
 /// load of the theoretical arrival time, `max(tat, now) + T`, one comparison with the tolerance,
