@@ -194,6 +194,43 @@ fn idle_logs_are_reused_and_logs_in_the_window_never() {
     assert_eq!(limiter.check(&1).outcome(), Outcome::TableFull);
 }
 
+/// `len()` counts held keys, idle ones included; `active()` only those whose log still records
+/// a unit inside the window, until the nanosecond its newest unit leaves it; peeks hold nothing;
+/// once new keys have reused the idle slots, `len()` stays at the slot count while `active()`
+/// follows the logs with units.
+#[test]
+fn active_counts_the_keys_still_limited_and_len_the_keys_held() {
+    let clock = ManualClock::starting_at(ts(T0));
+    let limiter = KeyedLogLimiter::<u64, _>::with_clock(log("2/min"), 4, clock.clone()).unwrap();
+    assert_eq!((limiter.len(), limiter.active()), (0, 0));
+    for key in 0..3 {
+        assert!(limiter.check(&key).is_allowed());
+    }
+    let _ = limiter.peek(&99);
+    assert_eq!((limiter.len(), limiter.active()), (3, 3), "peeks hold nothing");
+    clock.set(ts(T0 + 30 * SEC));
+    assert!(limiter.check(&0).is_allowed());
+    clock.set(ts(T0 + 60 * SEC - 1));
+    assert_eq!((limiter.len(), limiter.active()), (3, 3));
+    // Keys 1 and 2 are idle from their unit's last nanosecond in the window; key 0 holds a unit
+    // from +30 s.
+    clock.set(ts(T0 + 60 * SEC));
+    assert_eq!((limiter.len(), limiter.active()), (3, 1));
+    assert_eq!(limiter.active_at(ts(T0)), 3);
+    assert_eq!(limiter.active_at(ts(T0 + 90 * SEC)), 0);
+    // New keys take the free slots, then reuse the idle ones.
+    let slots = limiter.slots() as u64;
+    for key in 100..100 + slots - 1 {
+        assert!(limiter.check(&key).is_allowed(), "key {key}");
+    }
+    assert_eq!(
+        (limiter.len(), limiter.active()),
+        (limiter.slots(), limiter.slots())
+    );
+    clock.set(ts(T0 + 180 * SEC));
+    assert_eq!((limiter.len(), limiter.active()), (limiter.slots(), 0));
+}
+
 #[test]
 fn a_full_table_can_admit_untracked() {
     let clock = ManualClock::starting_at(ts(T0));

@@ -183,6 +183,22 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         self.shards.iter().map(|shard| shard.live() as usize).sum()
     }
 
+    /// Keys still being limited now: held keys whose log still records a unit inside the
+    /// window. Locks and reads every used slot's log once, so it costs time in proportion to
+    /// [`slots`](Self::slots): a metric to sample, not a per-request call. Logs that change
+    /// meanwhile are counted as they were read.
+    pub fn active(&self) -> usize {
+        self.active_at(self.clock.now())
+    }
+
+    /// [`active`](Self::active) at a time the caller supplies.
+    pub fn active_at(&self, now: Timestamp) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.busy(&self.log, now.as_nanos()))
+            .sum()
+    }
+
     /// Whether the table holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -113,6 +113,20 @@ impl LogShard {
         self.meta.live.load(Ordering::Relaxed)
     }
 
+    /// Slots holding a log that is not idle at `now` (`SlidingLog::is_idle` false): the keys
+    /// still being limited. Locks each used slot's log in turn; a log that changes meanwhile is
+    /// counted as it was read.
+    pub(super) fn busy(&self, log: &SlidingLog, now: u64) -> usize {
+        self.slots
+            .iter()
+            .filter(|slot| {
+                // Relaxed: an empty tag is final for this count (a key inserted meanwhile is
+                // counted as the moment before it); a used slot is judged under its lock.
+                held(slot.tag.load(Ordering::Relaxed)) != EMPTY && !log.is_idle(&lock(&slot.ring), now)
+            })
+            .count()
+    }
+
     /// The probe sequence of a key whose home is `home`.
     #[inline]
     fn probe(&self, home: usize) -> impl Iterator<Item = usize> {
