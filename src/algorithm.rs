@@ -14,7 +14,7 @@ mod token_bucket;
 mod window;
 
 pub use fixed_window::{FixedWindow, FixedWindowState};
-pub use gcra::GcraState;
+pub use gcra::{GcraState, MAX_EMISSION_INTERVAL};
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;

@@ -39,6 +39,29 @@ pub enum QuotaError {
         /// The algorithm that was asked for.
         algorithm: &'static str,
     },
+    /// A bucket's emission interval `T = period / count`, which the buckets keep in whole
+    /// nanoseconds rounded up, would run more than 1% slower than the quota (a rate near or
+    /// above one unit per nanosecond, or one that divides its period badly at a few dozen
+    /// nanoseconds per unit). Count in larger units (kibibytes rather than bytes).
+    RateTooFine {
+        /// The count asked for.
+        count: u64,
+        /// The period asked for.
+        period: Duration,
+        /// The whole-nanosecond interval the bucket would run at.
+        interval: Duration,
+    },
+    /// A bucket's emission interval is longer than [`MAX_EMISSION_INTERVAL`]: its first unit
+    /// would be due past the end of representable time (the year 2554), so it could never
+    /// admit anything.
+    ///
+    /// [`MAX_EMISSION_INTERVAL`]: crate::algorithm::MAX_EMISSION_INTERVAL
+    IntervalTooLong {
+        /// The interval `period / count`, rounded up to whole nanoseconds.
+        interval: Duration,
+        /// The longest interval a bucket runs at.
+        max: Duration,
+    },
     /// The sliding window log keeps one 8-byte timestamp per unit of its limit, preallocated;
     /// this limit would need more than it allows per log.
     LogTooLarge {
@@ -71,6 +94,29 @@ impl fmt::Display for QuotaError {
                 f,
                 "the {algorithm} has no burst: its limit per window is its burst (drop `burst`, or use a token bucket)"
             ),
+            QuotaError::RateTooFine {
+                count,
+                period,
+                interval,
+            } => {
+                let asked = u128::from(period_nanos(*period));
+                let run = u128::from(period_nanos(*interval)) * u128::from(*count);
+                // Parts per 10,000 slower than asked, rounded down (only shown, never decided on).
+                let slower = run.saturating_sub(asked) * 10_000 / run.max(1);
+                write!(
+                    f,
+                    "{count} per {period:?} needs an emission interval of {period:?} / {count}, kept in whole \
+                     nanoseconds and rounded up so as never to admit more: {interval:?} per unit, {}.{:02}% \
+                     slower than asked (at most 1%); count in larger units (for example kibibytes, not bytes)",
+                    slower / 100,
+                    slower % 100
+                )
+            }
+            QuotaError::IntervalTooLong { interval, max } => write!(
+                f,
+                "one unit per {interval:?} is too slow for a bucket (at most one per {max:?}): its first \
+                 unit would be due after the end of representable time"
+            ),
             QuotaError::LogTooLarge { limit, max } => write!(
                 f,
                 "a sliding window log of limit {limit} would preallocate 8 bytes per unit of its limit; \
@@ -81,6 +127,11 @@ impl fmt::Display for QuotaError {
 }
 
 impl std::error::Error for QuotaError {}
+
+/// A duration the error itself holds, in nanoseconds (saturated: only for messages).
+fn period_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// A request whose weight can never pass: it exceeds the limiter's capacity.
 ///

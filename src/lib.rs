@@ -41,8 +41,11 @@
 //!
 //! # Clocks
 //! [`PreciseClock`] reads quanta on every decision; [`CoarseClock`] reads a timestamp refreshed
-//! every millisecond by one shared thread (cheaper, up to 1 ms stricter); [`ManualClock`] moves
-//! only when told. Any clock may step backwards; no algorithm admits more because of it.
+//! every millisecond by one shared thread (cheaper; its lag of up to 1 ms, which varies between
+//! readings, lets a quota over a real span stretch by up to that lag); [`ManualClock`] moves only
+//! when told. A clock may step backwards: a limiter then decides as if no time had passed, and
+//! admits no more because of it (a keyed limiter's forgotten keys aside: `docs/design.md`, "Time
+//! that goes backwards").
 //!
 //! The design (bit layouts, the CAS loop, orderings, clocks) is in `docs/design.md`.
 

@@ -259,7 +259,8 @@ fn every_algorithm_survives_every_edge_time() {
         "1/s",
         "1/ns",
         "1/ns burst 18446744073709551615",
-        "1/18446744073709551615ns",
+        // The longest interval a bucket runs at (`MAX_EMISSION_INTERVAL`, 2^63 ns).
+        "1/9223372036854775808ns",
     ] {
         survive_edges(tb(text), &format!("token bucket {text}"));
         survive_edges(lb(text), &format!("leaky bucket {text}"));
@@ -1358,4 +1359,39 @@ fn coarse_clocks_share_one_upkeep_and_lag_only_a_little() {
     // A third clock after the upkeep started, and a limiter on it.
     let limiter = DirectLimiter::with_clock(fw("5/s"), CoarseClock::new());
     assert!(limiter.check().is_allowed());
+}
+
+/// `Algorithm::decide` with a weight above the capacity (which the limiters refuse with
+/// `CostTooLarge` before deciding) is denied with a retry-after of "never" by every algorithm:
+/// no instant would let it pass, whatever the state.
+#[test]
+fn a_weight_above_the_capacity_is_never_promised_a_retry() {
+    const T0: u64 = 1_700_000_000_000_000_000;
+    fn never<A: Algorithm>(algorithm: A, name: &str) {
+        let cost = algorithm.capacity() + 1;
+        for state in [FRESH_STATE, 1, T0, T0 + 5_000_000_000, u64::MAX] {
+            let d = algorithm.decide(state, ts(T0), cost).decision;
+            assert!(!d.is_allowed(), "{name}: {d:?}");
+            assert_eq!(ns(d.retry_after()), u64::MAX, "{name} from {state}: {d:?}");
+        }
+    }
+    never(tb("10/s"), "token bucket");
+    never(tb("10/s burst 3"), "token bucket, burst 3");
+    never(lb("10/s burst 3"), "leaky bucket");
+    never(fw("10/s"), "fixed window");
+    never(sw("10/s"), "sliding window");
+}
+
+/// `SlidingWindow::state` clamps what does not fit the packed word instead of dropping bits: the
+/// counts to `max_limit`, the index to the window holding the last representable instant.
+#[test]
+fn sliding_window_states_clamp_what_does_not_fit() {
+    let window = sw("100/min");
+    let last = u64::MAX / 60_000_000_000;
+    let state = window.state(u64::MAX, u64::MAX, 2);
+    assert_eq!(state.index(&window), last);
+    assert_eq!(state.previous(&window), window.max_limit());
+    assert_eq!(state.current(&window), 2);
+    assert_eq!(window.state(last, 1, 2).index(&window), last);
+    assert_eq!(window.state(last - 1, 1, 2).index(&window), last - 1);
 }

@@ -147,7 +147,7 @@ fn burst_too_large_uses_the_rounded_up_interval() {
         (3, Duration::from_secs(1), 333_333_334),
         (7, Duration::from_secs(1), 142_857_143),
         (1, Duration::from_nanos(1), 1),
-        (1, Duration::from_nanos(u64::MAX), u64::MAX),
+        (1, Duration::from_nanos(1 << 63), 1 << 63),
     ] {
         let max = largest_burst(interval);
         let base = Quota::new(count, period).unwrap();
@@ -168,14 +168,117 @@ fn burst_too_large_uses_the_rounded_up_interval() {
         }
     }
     assert_eq!(max, 55_340_232_110);
-    // The default burst (= count) can overflow too: u64::MAX per 1 s has T = 1 ns, burst fits;
-    // 2 per u64::MAX ns has T = ceil(u64::MAX / 2), and a burst of 2 does not fit.
-    assert!(TokenBucket::new(Quota::per_second(u64::MAX).unwrap()).is_ok());
+    // The default burst (= count) can overflow too: 2 per u64::MAX ns has T = ceil(u64::MAX /
+    // 2) = 2^63 (the longest interval accepted), and a burst of 2 does not fit.
     let two = Quota::new(2, Duration::from_nanos(u64::MAX)).unwrap();
     assert_eq!(
         TokenBucket::new(two),
         Err(QuotaError::BurstTooLarge { burst: 2, max: 1 })
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RateTooFine and IntervalTooLong (both buckets)
+// ---------------------------------------------------------------------------------------------
+
+/// Both buckets refuse `count` per `period_ns` with `RateTooFine`, naming the interval they
+/// would run at.
+fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
+    let base = Quota::new(count, Duration::from_nanos(period_ns)).unwrap();
+    let expected = QuotaError::RateTooFine {
+        count,
+        period: Duration::from_nanos(period_ns),
+        interval: Duration::from_nanos(interval_ns),
+    };
+    assert_eq!(
+        TokenBucket::new(base),
+        Err(expected.clone()),
+        "{count} per {period_ns} ns"
+    );
+    assert_eq!(
+        LeakyBucket::new(base),
+        Err(expected),
+        "{count} per {period_ns} ns"
+    );
+}
+
+#[test]
+fn a_rate_whole_nanoseconds_would_slow_by_more_than_one_percent_is_refused() {
+    // 300 M/s: T = ceil(3.33) = 4 ns, 250 M/s, 16.66% slower than asked.
+    assert_too_fine(300_000_000, SECOND, 4);
+    let err = TokenBucket::new(quota("300000000/s")).unwrap_err();
+    assert_mentions(
+        &err.to_string(),
+        &[
+            "300000000 per 1s",
+            "4ns per unit",
+            "16.66% slower",
+            "at most 1%",
+            "larger units",
+        ],
+    );
+    // Above one per nanosecond: T = 1 ns, a tenth of 10 G/s, or far less.
+    assert_too_fine(10_000_000_000, SECOND, 1);
+    assert_too_fine(u64::MAX, SECOND, 1);
+    assert_too_fine(2, 1, 1);
+    // The boundary, exactly: 100 per 4,950 ns runs at 50 ns per unit, 5,000 ns per 100, which is
+    // 1% slower than asked (accepted); 100 per 4,949 ns, 51 ns slower per 100 (refused).
+    let at_one_percent = TokenBucket::new(Quota::new(100, Duration::from_nanos(4_950)).unwrap()).unwrap();
+    assert_eq!(at_one_percent.emission_interval(), Duration::from_nanos(50));
+    assert!(LeakyBucket::new(Quota::new(100, Duration::from_nanos(4_950)).unwrap()).is_ok());
+    assert_too_fine(100, 4_949, 50);
+    // Rates that divide exactly are accepted however fast (one per nanosecond, 500 M/s), and
+    // so are slow rates that round by less than 1% (`1_000_003/s`: T = 1,000 ns, 3 ppm slower).
+    for text in [
+        "1/ns",
+        "500000000/s",
+        "100000000/s",
+        "1000003/s",
+        "3/s",
+        "999/min",
+    ] {
+        assert!(TokenBucket::new(quota(text)).is_ok(), "{text}");
+        assert!(LeakyBucket::new(quota(text)).is_ok(), "{text}");
+    }
+    // Every rate of at most one per microsecond is accepted: its rounding is below 1 ns in
+    // 1,000.
+    for count in [1, 3, 7, 999, 999_999, 1_000_000] {
+        assert!(TokenBucket::new(Quota::new(count, Duration::from_secs(1)).unwrap()).is_ok());
+    }
+}
+
+#[test]
+fn an_interval_past_the_end_of_time_is_refused() {
+    let max = tollgate::algorithm::MAX_EMISSION_INTERVAL;
+    assert_eq!(max, Duration::from_nanos(1 << 63));
+    // One per 2^63 ns is the longest accepted, and its fresh bucket admits at a time of today's
+    // order (2^61 ns is the year 2043). The next unit would end past the year 2554: never.
+    let longest = Quota::new(1, max).unwrap();
+    let limiter = DirectLimiter::with_clock(
+        TokenBucket::new(longest).unwrap(),
+        ManualClock::starting_at(Timestamp::from_nanos(1 << 61)),
+    );
+    assert!(limiter.check().is_allowed());
+    let refused = limiter.check();
+    assert!(!refused.is_allowed());
+    assert_eq!(refused.retry_after(), Duration::from_nanos(u64::MAX));
+    // Only a count of 1 can need more than 2^63 ns per unit: 2 per u64::MAX ns is 2^63.
+    for (count, period) in [(1, (1 << 63) + 1), (1, u64::MAX)] {
+        let quota = Quota::new(count, Duration::from_nanos(period)).unwrap();
+        let interval = Duration::from_nanos(period.div_ceil(count));
+        let expected = QuotaError::IntervalTooLong { interval, max };
+        assert_eq!(
+            TokenBucket::new(quota),
+            Err(expected.clone()),
+            "{count} per {period}"
+        );
+        assert_eq!(
+            LeakyBucket::new(quota),
+            Err(expected.clone()),
+            "{count} per {period}"
+        );
+        assert_mentions(&expected.to_string(), &["too slow", "end of representable time"]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

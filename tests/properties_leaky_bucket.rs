@@ -8,24 +8,24 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reference::shaper::ShaperModel;
 use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
-use reference::{gcra_violation, Expected};
+use reference::{bucket_or_reject, gcra_violation, Expected};
 use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota};
 
 /// The shaper for a quota, its emission interval `T` (checked against its documented
 /// definition: `period / count` rounded up to whole nanoseconds), and its burst.
-fn shaper(count: u64, period: u64, burst: Option<u64>) -> (LeakyBucket, u64, u64) {
+fn shaper(count: u64, period: u64, burst: Option<u64>) -> Result<(LeakyBucket, u64, u64), TestCaseError> {
     let mut quota = Quota::new(count, Duration::from_nanos(period)).unwrap();
     if let Some(burst) = burst {
         quota = quota.with_burst(burst).unwrap();
     }
-    let shaper = LeakyBucket::new(quota).unwrap();
+    let shaper = bucket_or_reject(count, period, LeakyBucket::new(quota))?;
     let interval = u64::try_from(shaper.emission_interval().as_nanos()).unwrap();
     assert!(
         interval * count >= period && (interval - 1) * count < period,
         "T = ceil(period / count)"
     );
     assert_eq!(shaper.max_queue(), quota.burst() - 1);
-    (shaper, interval, quota.burst())
+    Ok((shaper, interval, quota.burst()))
 }
 
 fn run_against_model(
@@ -35,7 +35,7 @@ fn run_against_model(
     start: Start,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
-    let (shaper, interval, burst) = shaper(count, period, burst);
+    let (shaper, interval, burst) = shaper(count, period, burst)?;
     let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
     prop_assert_eq!(limiter.capacity(), burst);
     let mut model = ShaperModel::new(interval, burst);
@@ -116,7 +116,7 @@ fn run_with_backward_steps(
     near_the_end: bool,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
-    let (shaper, interval, burst) = shaper(count, period, burst);
+    let (shaper, interval, burst) = shaper(count, period, burst)?;
     let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
     let mut now = if near_the_end {
         start.near_the_end(interval)

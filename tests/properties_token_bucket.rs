@@ -9,23 +9,23 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reference::token_bucket::TokenBucketModel;
 use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
-use reference::{gcra_violation, Expected};
+use reference::{bucket_or_reject, gcra_violation, Expected};
 use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
 
 /// The bucket for a quota, and its emission interval `T` (checked against its documented
 /// definition: `period / count` rounded up to whole nanoseconds).
-fn bucket(count: u64, period: u64, burst: Option<u64>) -> (TokenBucket, u64, u64) {
+fn bucket(count: u64, period: u64, burst: Option<u64>) -> Result<(TokenBucket, u64, u64), TestCaseError> {
     let mut quota = Quota::new(count, Duration::from_nanos(period)).unwrap();
     if let Some(burst) = burst {
         quota = quota.with_burst(burst).unwrap();
     }
-    let bucket = TokenBucket::new(quota).unwrap();
+    let bucket = bucket_or_reject(count, period, TokenBucket::new(quota))?;
     let interval = u64::try_from(bucket.emission_interval().as_nanos()).unwrap();
     assert!(
         interval * count >= period && (interval - 1) * count < period,
         "T = ceil(period / count)"
     );
-    (bucket, interval, quota.burst())
+    Ok((bucket, interval, quota.burst()))
 }
 
 fn run_against_model(
@@ -35,7 +35,7 @@ fn run_against_model(
     start: Start,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
-    let (bucket, interval, burst) = bucket(count, period, burst);
+    let (bucket, interval, burst) = bucket(count, period, burst)?;
     let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
     prop_assert_eq!(limiter.capacity(), burst);
     let mut model = TokenBucketModel::new(interval, burst);
@@ -115,7 +115,7 @@ fn run_with_backward_steps(
     near_the_end: bool,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
-    let (bucket, interval, burst) = bucket(count, period, burst);
+    let (bucket, interval, burst) = bucket(count, period, burst)?;
     let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
     let mut now = if near_the_end {
         start.near_the_end(interval)

@@ -19,7 +19,8 @@
 //!    slower rounded rate reaches a few nanoseconds after the hour ends. It is 0 when `T` is
 //!    exact. For fast rates `E` can be large (`1_000_003/s` rounds `T` from 999.997 ns up to
 //!    1000 ns and so admits 10_800 fewer an hour): that is the documented price of whole
-//!    nanoseconds, and item 2 pins it exactly.
+//!    nanoseconds, and item 2 pins it exactly. A rate that whole nanoseconds would run more
+//!    than 1% slow is refused at construction (`QuotaError::RateTooFine`), never run slow.
 //!
 //! For the leaky bucket (the shaper), accepted requests count whether or not they wait, and in
 //! addition every accepted request's departure (`now + delay`) must be exactly the end of the
@@ -28,7 +29,7 @@
 use std::time::Duration;
 
 use tollgate::algorithm::Algorithm;
-use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota, Timestamp, TokenBucket};
+use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota, QuotaError, Timestamp, TokenBucket};
 
 const SEC: u64 = 1_000_000_000;
 const HOUR: u64 = 3_600 * SEC;
@@ -245,9 +246,10 @@ fn rates_that_do_not_divide_a_second() {
         (13, 7 * SEC, 2),
         (1_000_003, SEC, 1_000_003),
         (1_000_003, SEC, 200_000),
-        (3, 10, 100_000_000),
         (1, 3 * SEC, 1),
-        (6, 7, 1_000_000_000),
+        // Exactly 1% slower than asked (T = 50 ns for 49.5), the most rounding accepted.
+        (100, 4_950, 100_000_000),
+        (13, 1_000, 1_000_000_000),
     ];
     for (count, period, burst) in rates {
         let rate = Rate { count, period, burst };
@@ -359,6 +361,42 @@ fn pseudo_random_rates() {
         .max(least)
         .min(u64::MAX / t);
         let rate = Rate { count, period, burst };
+        if too_fine(rate) {
+            refused_as_too_fine(rate);
+            continue;
+        }
         assert_rounded_rate(rate, HOUR, &chunkings(rate, HOUR, 8_000));
+    }
+}
+
+/// Whether whole nanoseconds would run the rate more than 1% slower than asked:
+/// `100 * (T * count - period) > T * count`.
+fn too_fine(rate: Rate) -> bool {
+    let run = u128::from(rate.interval()) * u128::from(rate.count);
+    100 * (run - u128::from(rate.period)) > run
+}
+
+fn refused_as_too_fine(rate: Rate) {
+    let expected = QuotaError::RateTooFine {
+        count: rate.count,
+        period: Duration::from_nanos(rate.period),
+        interval: Duration::from_nanos(rate.interval()),
+    };
+    assert_eq!(TokenBucket::new(rate.quota()), Err(expected.clone()), "{rate:?}");
+    assert_eq!(LeakyBucket::new(rate.quota()), Err(expected), "{rate:?}");
+}
+
+/// Rather than run a rate far slower than asked, both buckets refuse it: 3 per 10 ns would run
+/// at one per 4 ns (17% slow), 6 per 7 ns at one per 2 ns (42%).
+#[test]
+fn rates_whole_nanoseconds_would_slow_by_over_one_percent_are_refused() {
+    for (count, period) in [(3, 10), (6, 7), (101, 4_999), (30_000_000, SEC)] {
+        let rate = Rate {
+            count,
+            period,
+            burst: count,
+        };
+        assert!(too_fine(rate), "{rate:?}");
+        refused_as_too_fine(rate);
     }
 }

@@ -5,6 +5,8 @@
 //! admitted iff `start + n*T - now <= burst*T`. The token bucket lets it go at once; the shaper
 //! holds it until `start`.
 
+use std::time::Duration;
+
 use crate::divisor::Divisor;
 use crate::error::QuotaError;
 use crate::{Decision, Quota};
@@ -42,6 +44,12 @@ impl GcraState {
     }
 }
 
+/// The longest emission interval a bucket accepts, 2^63 ns (about 292 years): with it, a
+/// fresh bucket's first unit is due within representable time (until the year 2554) for every
+/// `now` before the year 2262.
+pub const MAX_EMISSION_INTERVAL: Duration = Duration::from_nanos(MAX_EMISSION_INTERVAL_NANOS);
+const MAX_EMISSION_INTERVAL_NANOS: u64 = 1 << 63;
+
 /// Validated GCRA parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Gcra {
@@ -55,7 +63,25 @@ pub(crate) struct Gcra {
 
 impl Gcra {
     pub(crate) fn new(quota: &Quota) -> Result<Gcra, QuotaError> {
-        let interval = quota.period_nanos().div_ceil(quota.count());
+        let (count, period) = (quota.count(), quota.period_nanos());
+        let interval = period.div_ceil(count);
+        // Rounding `T` up runs the bucket at `1 / T` instead of `count / period`: refused when
+        // that is more than 1% slower, `100 * (T * count - period) > T * count` (in `u128`:
+        // `T * count < period + count` fits).
+        let run = u128::from(interval) * u128::from(count);
+        if 100 * (run - u128::from(period)) > run {
+            return Err(QuotaError::RateTooFine {
+                count,
+                period: quota.period(),
+                interval: Duration::from_nanos(interval),
+            });
+        }
+        if interval > MAX_EMISSION_INTERVAL_NANOS {
+            return Err(QuotaError::IntervalTooLong {
+                interval: Duration::from_nanos(interval),
+                max: MAX_EMISSION_INTERVAL,
+            });
+        }
         let capacity = quota.burst();
         let tolerance = capacity.checked_mul(interval).ok_or(QuotaError::BurstTooLarge {
             burst: capacity,
@@ -133,8 +159,13 @@ impl Gcra {
                     if shaper { backlog } else { 0 },
                 ),
             },
-            // The request needs a slot past the end of representable time: it can never pass.
+            // The request needs a slot past the end of representable time, or more than the
+            // whole bucket (only through `Algorithm::decide`: the limiters refuse that weight
+            // with `CostTooLarge`): it can never pass.
             None => Transition::refuse(tat, Decision::denied(refused_remaining(), u64::MAX, backlog)),
+            Some(_) if cost > self.capacity => {
+                Transition::refuse(tat, Decision::denied(refused_remaining(), u64::MAX, backlog))
+            }
             Some(_) => Transition::refuse(
                 tat,
                 Decision::denied(refused_remaining(), after - self.tolerance, backlog),

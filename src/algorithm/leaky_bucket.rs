@@ -12,10 +12,17 @@ use super::{Algorithm, Transition};
 /// before its slot is **accepted with a delay** ([`Decision::delay`](crate::Decision::delay)),
 /// as long as at most `burst - 1` requests are waiting; past that it is refused.
 ///
+/// A request of weight `n` takes `n` consecutive slots and proceeds at the first: its units
+/// leave together, so "`count` per `period`" holds for units of weight-1 requests; with weights,
+/// a period can see up to `count - 1 + n` units leave. A refund moves the queue's end back
+/// without moving requests already waiting, so the next request may share the last one's
+/// instant (`docs/algorithms.md`, "Leaky bucket").
+///
 /// `burst = 1` (a queue of zero) is a strict policer: one request per `period / count`, no
 /// burst, no waiting. The limiter never sleeps; the caller waits out the delay. State:
 /// [`GcraState`](super::GcraState), the time the queue will be empty. The emission interval is
-/// rounded up to whole nanoseconds, as for the [`TokenBucket`](super::TokenBucket).
+/// rounded up to whole nanoseconds, and a rate that this would run more than 1% slow is refused,
+/// as for the [`TokenBucket`](super::TokenBucket).
 ///
 /// ```
 /// use std::time::Duration;
@@ -42,7 +49,8 @@ impl LeakyBucket {
     /// requests at one instant (one proceeds, `burst - 1` wait).
     ///
     /// # Errors
-    /// [`QuotaError::BurstTooLarge`] when `burst * T` does not fit in a `u64` of nanoseconds.
+    /// As [`TokenBucket::new`](super::TokenBucket::new): [`QuotaError::BurstTooLarge`],
+    /// [`QuotaError::RateTooFine`], [`QuotaError::IntervalTooLong`].
     pub fn new(quota: Quota) -> Result<LeakyBucket, QuotaError> {
         Ok(LeakyBucket {
             gcra: Gcra::new(&quota)?,

@@ -142,9 +142,11 @@ impl SlidingWindow {
     }
 
     /// Builds a state: window `index` holds `current`, the window before it held `previous`.
-    /// Counts above [`max_limit`](Self::max_limit) are clamped to it.
+    /// Counts above [`max_limit`](Self::max_limit) are clamped to it, and an index past the
+    /// window holding the last representable instant to that window's.
     pub fn state(&self, index: u64, previous: u64, current: u64) -> SlidingWindowState {
         let max = self.layout.count_mask();
+        let index = index.min(self.layout.index_of(u64::MAX));
         SlidingWindowState(self.layout.pack(index, &[current.min(max), previous.min(max)]))
     }
 }

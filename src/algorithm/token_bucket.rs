@@ -19,7 +19,11 @@ use super::{Algorithm, Transition};
 /// rate that does not divide its period into whole nanoseconds (for example `3/s`, `T =
 /// 333_333_333.3 ns`) is run at the next slower whole-nanosecond interval (`333_333_334 ns`).
 /// The limiter therefore never admits more than the quota; it admits at most one unit less per
-/// `T` nanoseconds of rounding error accumulated (about 1 per 5.3 years for `3/s`).
+/// `T` nanoseconds of rounding error accumulated (about 1 per 5.3 years for `3/s`). A rate that
+/// rounding would run more than 1% slower than asked (near or above one unit per nanosecond,
+/// such as `300000000/s`, whose `T` of 3.3 ns becomes 4 ns) is refused with
+/// [`QuotaError::RateTooFine`] rather than run slow: count such rates in larger units. Every rate
+/// of at most one unit per microsecond is accepted.
 ///
 /// ```
 /// use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
@@ -38,7 +42,10 @@ impl TokenBucket {
     /// A token bucket refilled at `quota.count()` per `quota.period()`, holding `quota.burst()`.
     ///
     /// # Errors
-    /// [`QuotaError::BurstTooLarge`] when `burst * T` does not fit in a `u64` of nanoseconds.
+    /// [`QuotaError::BurstTooLarge`] when `burst * T` does not fit in a `u64` of nanoseconds;
+    /// [`QuotaError::RateTooFine`] when whole nanoseconds would run the rate more than 1% slow
+    /// (see "Rounding"); [`QuotaError::IntervalTooLong`] when `T` exceeds
+    /// [`MAX_EMISSION_INTERVAL`](super::MAX_EMISSION_INTERVAL).
     pub fn new(quota: Quota) -> Result<TokenBucket, QuotaError> {
         Ok(TokenBucket {
             gcra: Gcra::new(&quota)?,

@@ -11,10 +11,16 @@ pub const COARSE_UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Reads the time quanta's upkeep thread last published: one load, no clock instruction.
 ///
-/// The reading lags the real time by up to the upkeep interval (1 ms, plus scheduling delay
-/// under load). A lagging clock only makes a limiter stricter: refill is seen late, so a bucket
-/// refills up to one interval late and a window opens up to one interval late; it never admits
-/// more than the quota.
+/// The reading lags the real time by anything from 0 to the upkeep interval (1 ms, more when the
+/// upkeep thread is delayed under load), and the lag changes from one reading to the next: it
+/// grows until the upkeep thread publishes, then drops to 0. A limiter is exact in the time it
+/// reads, so what the lag changes is the real time between decisions: two readings can be up to
+/// the largest lag `L` closer together, or further apart, than the real instants they were
+/// taken at. Over any real span `D` a limiter on this clock admits at most what its quota allows
+/// over `D + L` (for `L` = 1 ms, one unit more at 1000/s, none more at rates below one per
+/// millisecond and burst 1), and window boundaries fall up to `L` after the wall clock's. It is
+/// not "only stricter": use the [`PreciseClock`](super::PreciseClock) where a quota must hold to
+/// the microsecond.
 ///
 /// quanta allows one upkeep thread per process. The first `CoarseClock::new` starts it (with
 /// [`COARSE_UPKEEP_INTERVAL`]) and keeps it running for the life of the process; every other

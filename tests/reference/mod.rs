@@ -19,7 +19,36 @@ pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 pub(crate) mod trace;
 
-use tollgate::Decision;
+use tollgate::{Decision, QuotaError};
+
+/// Whether the buckets refuse `count` per `period` ns as too fine (`QuotaError::RateTooFine`):
+/// whole nanoseconds, rounded up, would run it more than 1% slower, `100 * (T * count - period)
+/// > T * count` with `T = ceil(period / count)`.
+pub(crate) fn too_fine(count: u64, period: u64) -> bool {
+    let run = u128::from(period.div_ceil(count)) * u128::from(count);
+    100 * (run - u128::from(period)) > run
+}
+
+/// A bucket's construction, checked against [`too_fine`]: the bucket when the quota is fine
+/// enough; a rejected test case when it is refused, as it must be, for being too fine.
+pub(crate) fn bucket_or_reject<B: std::fmt::Debug>(
+    count: u64,
+    period: u64,
+    built: Result<B, QuotaError>,
+) -> Result<B, proptest::test_runner::TestCaseError> {
+    match built {
+        Err(QuotaError::RateTooFine { .. }) if too_fine(count, period) => Err(
+            proptest::test_runner::TestCaseError::reject("refused: whole nanoseconds run it over 1% slow"),
+        ),
+        built => {
+            assert!(
+                !too_fine(count, period),
+                "{count} per {period} ns must be refused"
+            );
+            Ok(built.expect("a bucket fine enough is built"))
+        }
+    }
+}
 
 /// Everything a [`Decision`] says, durations in whole nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
