@@ -370,3 +370,104 @@ async fn a_lowered_quota_refuses_keys_counted_under_the_old_one() {
         assert!(!after.check("newcomer").await.unwrap().is_allowed(), "{name}");
     }
 }
+
+/// `8:30` UTC on a day: inside an hour and a day, with the hour's end before the day's.
+const HALF_PAST_EIGHT: u64 = 1_800_000_000 + 1_800;
+
+/// Fills `key` under `before`'s window, then asks under `after`'s (same prefix, same client key)
+/// at the same instant. Returns the limiter of the new quota and the answer it gave.
+async fn after_a_window_change(
+    server: &RedisServer,
+    clock: &ManualClock,
+    before: RedisAlgorithm,
+    after: RedisAlgorithm,
+    prefix: &str,
+) -> (RedisLimiter, RedisDecision) {
+    let before = client_time_limiter(server, before, clock, prefix).await;
+    let after = client_time_limiter(server, after, clock, prefix).await;
+    assert!(before.check_n("k", 10).await.unwrap().is_allowed());
+    let answer = after.check("k").await.unwrap();
+    (after, answer)
+}
+
+/// A quota whose window grows (10/h to 10/d) reads the keys written under the old window: the
+/// units counted this hour count today, decided by Redis with a retry-after within the day
+/// (the stored hour index, read as a day index, once overflowed the reply and fell to the
+/// failure policy), and the key then lives until the day's end, not the hour's.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
+    let to_midnight = Duration::from_secs(86_400 - 8 * 3_600 - 1_800);
+    let pairs: [(RedisAlgorithm, RedisAlgorithm, Duration); 2] = [
+        (
+            FixedWindow::new(hour).unwrap().into(),
+            FixedWindow::new(day).unwrap().into(),
+            to_midnight,
+        ),
+        (
+            SlidingWindow::new(hour).unwrap().into(),
+            SlidingWindow::new(day).unwrap().into(),
+            // The whole day's count leaves the sliding window as the next day ends.
+            to_midnight + Duration::from_secs(86_400),
+        ),
+    ];
+    for (before, after, most) in pairs {
+        let name = before.name();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT));
+        let (after, first) = after_a_window_change(&server, &clock, before, after, "longer:").await;
+        for answer in [first, after.check("k").await.unwrap()] {
+            assert_eq!(answer.decided_by, DecidedBy::Redis, "{name}: {answer:?}");
+            assert!(!answer.is_allowed(), "{name}: admitted past 10 a day");
+            let retry = answer.decision.retry_after();
+            assert!(retry > Duration::ZERO && retry <= most, "{name}: retry after {retry:?}");
+        }
+        // The refusal wrote the state again under the day: the key outlives the hour.
+        let ttl: i64 = raw.pttl(after.redis_key("k")).await.unwrap();
+        assert!(ttl > 3_600_000, "{name}: the key expires in {ttl} ms");
+        // Two hours later, the same day: still refused.
+        clock.advance(Duration::from_secs(2 * 3_600));
+        let later = after.check("k").await.unwrap();
+        assert_eq!(later.decided_by, DecidedBy::Redis, "{name}");
+        assert!(!later.is_allowed(), "{name}: the hour's units were lost");
+    }
+}
+
+/// A quota whose window shrinks (10/d to 10/h): the day's units may all have been admitted this
+/// hour, so they count in it (refused, retry-after within the hour or two), and no longer once
+/// the hour (for the sliding window, the next one too) has passed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
+    let server = RedisServer::start();
+    let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
+    let pairs: [(RedisAlgorithm, RedisAlgorithm, u64); 2] = [
+        (
+            FixedWindow::new(day).unwrap().into(),
+            FixedWindow::new(hour).unwrap().into(),
+            1,
+        ),
+        (
+            SlidingWindow::new(day).unwrap().into(),
+            SlidingWindow::new(hour).unwrap().into(),
+            2,
+        ),
+    ];
+    for (before, after, hours) in pairs {
+        let name = before.name();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT));
+        let (after, first) = after_a_window_change(&server, &clock, before, after, "shorter:").await;
+        assert_eq!(first.decided_by, DecidedBy::Redis, "{name}: {first:?}");
+        assert!(!first.is_allowed(), "{name}: 20 admitted in one hour");
+        let retry = first.decision.retry_after();
+        assert!(
+            retry > Duration::ZERO && retry <= Duration::from_secs(hours * 3_600),
+            "{name}: retry after {retry:?}"
+        );
+        // Once the day's units are out of the sliding window: a whole new hour's quota.
+        clock.advance(Duration::from_secs(hours * 3_600));
+        let fresh = after.check_n("k", 10).await.unwrap();
+        assert_eq!(fresh.decided_by, DecidedBy::Redis, "{name}");
+        assert!(fresh.is_allowed(), "{name}: {fresh:?}");
+    }
+}

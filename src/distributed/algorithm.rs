@@ -51,9 +51,10 @@ pub enum RedisAlgorithm {
     TokenBucket(TokenBucket),
     /// [`LeakyBucket`] shaper, by GCRA: the key holds the time the queue is empty.
     LeakyBucket(LeakyBucket),
-    /// [`FixedWindow`]: the key holds the window index and its count.
+    /// [`FixedWindow`]: the key holds the window index, its count and the window's length.
     FixedWindow(FixedWindow),
-    /// [`SlidingWindow`] counter: the key holds the window index and both counts.
+    /// [`SlidingWindow`] counter: the key holds the window index, both counts and the window's
+    /// length.
     SlidingWindow(SlidingWindow),
     /// [`SlidingLog`]: the key holds the admission times in the window: up to
     /// [`PACKED_LOG_LIMIT`], one packed record per distinct time with the units admitted then;
@@ -143,7 +144,7 @@ impl RedisAlgorithm {
             RedisAlgorithm::FixedWindow(a) => {
                 let window = whole_micros(name, a.window())?;
                 let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
-                ("fw2", [window, limit], Reader::FixedWindow { limit })
+                ("fw3", [window, limit], Reader::FixedWindow { limit })
             }
             RedisAlgorithm::SlidingWindow(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -153,7 +154,7 @@ impl RedisAlgorithm {
                     a.limit(),
                     MAX_SPAN_MICROS / window,
                 )?;
-                ("sw2", [window, limit], Reader::SlidingWindow(a))
+                ("sw3", [window, limit], Reader::SlidingWindow(a))
             }
             RedisAlgorithm::SlidingLog(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -189,10 +190,12 @@ impl RedisAlgorithm {
 /// A validated script call: the script, the key suffix, the two parameters after the common
 /// first argument (`cost`), and how to read the reply.
 ///
-/// The suffixes end in `2`, the second encoding of the states (packed integers; the first was
-/// decimal text and, for the log, a list): a key written in the first encoding is never read, so
-/// instances of both versions in one fleet count apart during an upgrade instead of failing. A
-/// log above [`PACKED_LOG_LIMIT`] is still the first encoding's list, under its first name.
+/// The suffixes end in the state's encoding: `2` for packed integers (the first was decimal text
+/// and, for the log, a list), `3` for the windows, whose states also hold the window's length
+/// (so that a quota whose window changed reads them: `docs/distributed.md`, "Changing a
+/// quota"). A key written in an earlier encoding is never read, so instances of two versions in
+/// one fleet count apart during an upgrade instead of failing. A log above [`PACKED_LOG_LIMIT`]
+/// is still the first encoding's list, under its first name.
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: Script,
