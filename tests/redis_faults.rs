@@ -471,3 +471,69 @@ async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
         assert!(fresh.is_allowed(), "{name}: {fresh:?}");
     }
 }
+
+/// Two Redis Cluster nodes, each holding half of the slots, that know each other.
+async fn two_node_cluster() -> [RedisServer; 2] {
+    let nodes = [(); 2].map(|()| RedisServer::start_with(&["--cluster-enabled", "yes"]));
+    for (node, (first, last)) in nodes.iter().zip([(0, 8191), (8192, 16383)]) {
+        let mut raw = raw_connection(node).await;
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(first)
+            .arg(last)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let mut first = raw_connection(&nodes[0]).await;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(nodes[1].port())
+        .query_async(&mut first)
+        .await
+        .unwrap();
+    // Gossip takes a moment: wait until the first node sees every slot covered.
+    for _ in 0..200 {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut first).await.unwrap();
+        if info.contains("cluster_state:ok") {
+            return nodes;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the two cluster nodes did not meet within 10 s");
+}
+
+/// This client talks to one node and does not follow redirects: on a Redis Cluster, a key whose
+/// slot lives on another node is a typed error naming that node, never a silent decision of
+/// the failure policy (fail open, here).
+#[tokio::test(flavor = "current_thread")]
+async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
+    let nodes = two_node_cluster().await;
+    let limiter = RedisLimiter::builder(
+        nodes[0].url(),
+        TokenBucket::new("10/s burst 10".parse().unwrap()).unwrap(),
+        FailurePolicy::FailOpen,
+    )
+    .deadline(Duration::from_secs(5))
+    .connect()
+    .await
+    .unwrap();
+    let other = format!("127.0.0.1:{}", nodes[1].port());
+    let (mut here, mut redirected) = (0, 0);
+    for i in 0..30 {
+        let key = format!("client-{i}");
+        match limiter.check(&key).await {
+            Ok(answer) => {
+                assert_eq!(answer.decided_by, DecidedBy::Redis, "{key}: {answer:?}");
+                here += 1;
+            }
+            Err(RedisCheckError::ClusterRedirect { key: redis_key, node }) => {
+                assert_eq!((redis_key, node), (limiter.redis_key(&key), other.clone()));
+                redirected += 1;
+            }
+            Err(error) => panic!("{key}: {error}"),
+        }
+    }
+    assert!(here > 0 && redirected > 0, "{here} decided, {redirected} redirected");
+}
