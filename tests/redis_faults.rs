@@ -537,3 +537,49 @@ async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
     }
     assert!(here > 0 && redirected > 0, "{here} decided, {redirected} redirected");
 }
+
+/// Admissions of `limiter` among `count` requests of weight 1 on `key`, each decided by Redis.
+async fn admitted_of(limiter: &RedisLimiter, key: &str, count: u32) -> u32 {
+    let mut admitted = 0;
+    for _ in 0..count {
+        let answer = limiter.check(key).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+        admitted += u32::from(answer.is_allowed());
+    }
+    admitted
+}
+
+/// A sliding log above `PACKED_LOG_LIMIT` is a list under another key than a packed one: a quota
+/// that crosses 256 reads the other key's units (the list's or the string's) as its own, in
+/// both directions, and the first admission moves them into its own key.
+#[tokio::test(flavor = "current_thread")]
+async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let list = client_time_limiter(&server, log("300/min"), &clock, "crossing:").await;
+    let packed = client_time_limiter(&server, log("200/min"), &clock, "crossing:").await;
+
+    // Lowered, 300/min (a list) to 200/min (packed): 300 counted, none more in this minute.
+    assert!(list.check_n("lowered", 256).await.unwrap().is_allowed());
+    assert!(list.check_n("lowered", 44).await.unwrap().is_allowed());
+    clock.advance(Duration::from_secs(1));
+    let refused = packed.check("lowered").await.unwrap();
+    assert!(!refused.is_allowed());
+    // The 101st oldest unit of the window blocks a request of weight 1: it leaves in 59 s.
+    assert_eq!(refused.decision.retry_after(), Duration::from_secs(59));
+    assert_eq!(admitted_of(&packed, "lowered", 199).await, 0);
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(admitted_of(&packed, "lowered", 201).await, 200);
+    let list_left: bool = raw.exists(list.redis_key("lowered")).await.unwrap();
+    assert!(!list_left, "the list was moved into the packed log");
+
+    // Raised, 200/min (packed) to 300/min (a list): the difference, 100, and no more.
+    assert!(packed.check_n("raised", 200).await.unwrap().is_allowed());
+    assert_eq!(admitted_of(&list, "raised", 300).await, 100);
+    let packed_left: bool = raw.exists(packed.redis_key("raised")).await.unwrap();
+    assert!(!packed_left, "the packed log was moved into the list");
+    // Back under 200/min (instances of both quotas at once): the list's 300 units still count.
+    assert_eq!(admitted_of(&packed, "raised", 10).await, 0);
+}

@@ -130,6 +130,7 @@ impl RedisAlgorithm {
     /// exact integer in Lua.
     pub(crate) fn program(&self) -> Result<Program, RedisConfigError> {
         let name = self.name();
+        let mut other_suffix = None;
         let (suffix, params, reader) = match *self {
             RedisAlgorithm::TokenBucket(a) => {
                 let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
@@ -165,11 +166,14 @@ impl RedisAlgorithm {
                     });
                 }
                 // The list keeps the first encoding's name: instances of both versions share it.
-                let suffix = if a.limit() <= PACKED_LOG_LIMIT {
-                    "log2"
+                // Each script also reads the other encoding's key when its own is missing (the
+                // quota crossed PACKED_LOG_LIMIT): its units still count.
+                let (suffix, other) = if a.limit() <= PACKED_LOG_LIMIT {
+                    ("log2", "log")
                 } else {
-                    "log"
+                    ("log", "log2")
                 };
+                other_suffix = Some(other);
                 (suffix, [window, a.limit()], Reader::Log)
             }
         };
@@ -180,6 +184,7 @@ impl RedisAlgorithm {
                 RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_)
             ),
             suffix,
+            other_suffix,
             params,
             reader,
             capacity: self.capacity(),
@@ -203,6 +208,9 @@ pub(crate) struct Program {
     /// buckets; the windows cannot tell when their units were admitted, as locally.
     pub(crate) refunds: bool,
     pub(crate) suffix: &'static str,
+    /// The suffix of a second key the script reads (`KEYS[2]`, same hash tag): for a sliding
+    /// log, the other encoding's key, whose units count when the log's own key is missing.
+    pub(crate) other_suffix: Option<&'static str>,
     pub(crate) params: [u64; 2],
     pub(crate) reader: Reader,
     pub(crate) capacity: u64,

@@ -195,7 +195,11 @@ impl RedisLimiter {
 
     /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
     pub fn redis_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}:{}", self.prefix, self.program.suffix)
+        self.key_with_suffix(key, self.program.suffix)
+    }
+
+    fn key_with_suffix(&self, key: &str, suffix: &str) -> String {
+        format!("{}{{{key}}}:{suffix}", self.prefix)
     }
 
     /// The per-decision deadline.
@@ -209,7 +213,11 @@ impl RedisLimiter {
         let redis_key = self.redis_key(key);
         let (arguments, length) = packed_arguments(cost, self.program.params, now);
         let mut call = self.program.script.prepare_invoke();
-        call.key(&redis_key).arg(&arguments[..length]);
+        call.key(&redis_key);
+        if let Some(other) = self.program.other_suffix {
+            call.key(self.key_with_suffix(key, other));
+        }
+        call.arg(&arguments[..length]);
         if peek {
             call.arg("peek");
         }
