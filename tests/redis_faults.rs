@@ -421,7 +421,10 @@ async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
             assert_eq!(answer.decided_by, DecidedBy::Redis, "{name}: {answer:?}");
             assert!(!answer.is_allowed(), "{name}: admitted past 10 a day");
             let retry = answer.decision.retry_after();
-            assert!(retry > Duration::ZERO && retry <= most, "{name}: retry after {retry:?}");
+            assert!(
+                retry > Duration::ZERO && retry <= most,
+                "{name}: retry after {retry:?}"
+            );
         }
         // The refusal wrote the state again under the day: the key outlives the hour.
         let ttl: i64 = raw.pttl(after.redis_key("k")).await.unwrap();
@@ -495,7 +498,11 @@ async fn two_node_cluster() -> [RedisServer; 2] {
         .unwrap();
     // Gossip takes a moment: wait until the first node sees every slot covered.
     for _ in 0..200 {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut first).await.unwrap();
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query_async(&mut first)
+            .await
+            .unwrap();
         if info.contains("cluster_state:ok") {
             return nodes;
         }
@@ -535,7 +542,10 @@ async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
             Err(error) => panic!("{key}: {error}"),
         }
     }
-    assert!(here > 0 && redirected > 0, "{here} decided, {redirected} redirected");
+    assert!(
+        here > 0 && redirected > 0,
+        "{here} decided, {redirected} redirected"
+    );
 }
 
 /// Admissions of `limiter` among `count` requests of weight 1 on `key`, each decided by Redis.

@@ -283,9 +283,10 @@ pub(super) fn classify(error: &RedisError, key: String) -> Result<Failure, Redis
     }
     if let ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) = error.kind() {
         // The same key is redirected on every call: a cluster behind a one-node client.
-        let node = error
-            .redirect_node()
-            .map_or_else(|| error.detail().unwrap_or_default().to_owned(), |(node, _slot)| node.to_owned());
+        let node = error.redirect_node().map_or_else(
+            || error.detail().unwrap_or_default().to_owned(),
+            |(node, _slot)| node.to_owned(),
+        );
         return Err(RedisCheckError::ClusterRedirect { key, node });
     }
     Ok(match error.kind() {
@@ -434,7 +435,11 @@ mod tests {
 
     #[test]
     fn other_server_errors_fall_to_the_policy() {
-        for kind in [ServerErrorKind::ReadOnly, ServerErrorKind::BusyLoading, ServerErrorKind::ClusterDown] {
+        for kind in [
+            ServerErrorKind::ReadOnly,
+            ServerErrorKind::BusyLoading,
+            ServerErrorKind::ClusterDown,
+        ] {
             let error = server_error(kind, "server error", "detail");
             assert_eq!(classify(&error, "k".to_owned()), Ok(Failure::Server));
         }
