@@ -10,9 +10,13 @@
 //!   server, in integer microseconds (no floats in any decision).
 //! - **Time**: the server's `TIME` by default, so instances with skewed clocks share one
 //!   timeline; or the caller's clock ([`TimeSource`]).
-//! - **Keys**: `{prefix}{{key}}:{algorithm}`: one hash tag per limit (Redis Cluster), and an
-//!   expiry at the instant the state becomes the same as a fresh key's, so Redis holds only the
-//!   keys that are being limited.
+//! - **Keys**: `{prefix}{{key}}:{algorithm}`: one hash tag per limit (the scripts touch only
+//!   keys in `KEYS`, in one slot), and an expiry at the instant the state becomes the same as a
+//!   fresh key's, so Redis holds only the keys that are being limited. The connection is to one
+//!   node: Redis Cluster is not supported (a redirect is
+//!   [`RedisCheckError::ClusterRedirect`]).
+//! - **Runtime**: tokio, with timers and IO enabled; [`RedisLimiterBuilder::connect`] refuses a
+//!   runtime without timers ([`RedisConfigError::RuntimeWithoutTimers`]).
 //! - **Failures**: a per-decision deadline, a connection that reconnects by itself, and a
 //!   [`FailurePolicy`] chosen at construction (fail open, fail closed, or a local fallback).
 //!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while

@@ -3,6 +3,7 @@
 
 #![cfg(feature = "redis")]
 
+use std::future::Future;
 use std::time::Duration;
 
 use tollgate::distributed::{
@@ -185,4 +186,44 @@ async fn decision_errors_are_typed_and_need_no_server() {
         limiter.check("k").await,
         Err(RedisCheckError::TimeOutOfRange { .. })
     ));
+}
+
+/// Every decision waits for Redis under a tokio timer: a runtime without one (or no runtime at
+/// all) is refused when the limiter is built, instead of a panic at the first decision.
+#[test]
+fn a_runtime_without_timers_is_refused_at_construction() {
+    let connect = || {
+        RedisLimiter::builder(
+            NOWHERE,
+            TokenBucket::new("10/s burst 10".parse().unwrap()).unwrap(),
+            FailurePolicy::FailOpen,
+        )
+        .connect()
+    };
+    let io_only = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let answer = io_only.block_on(connect());
+    assert!(
+        matches!(answer, Err(RedisConfigError::RuntimeWithoutTimers)),
+        "{answer:?}"
+    );
+    // No runtime at all: polled once by hand (`connect` does not wait on anything).
+    let mut outside = std::pin::pin!(connect());
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    let answer = outside.as_mut().poll(&mut context);
+    assert!(
+        matches!(
+            answer,
+            std::task::Poll::Ready(Err(RedisConfigError::RuntimeWithoutTimers))
+        ),
+        "{answer:?}"
+    );
+    // With its timer, the same runtime builds it.
+    let full = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(full.block_on(connect()).is_ok());
 }

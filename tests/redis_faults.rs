@@ -370,3 +370,226 @@ async fn a_lowered_quota_refuses_keys_counted_under_the_old_one() {
         assert!(!after.check("newcomer").await.unwrap().is_allowed(), "{name}");
     }
 }
+
+/// `8:30` UTC on a day: inside an hour and a day, with the hour's end before the day's.
+const HALF_PAST_EIGHT: u64 = 1_800_000_000 + 1_800;
+
+/// Fills `key` under `before`'s window, then asks under `after`'s (same prefix, same client key)
+/// at the same instant. Returns the limiter of the new quota and the answer it gave.
+async fn after_a_window_change(
+    server: &RedisServer,
+    clock: &ManualClock,
+    before: RedisAlgorithm,
+    after: RedisAlgorithm,
+    prefix: &str,
+) -> (RedisLimiter, RedisDecision) {
+    let before = client_time_limiter(server, before, clock, prefix).await;
+    let after = client_time_limiter(server, after, clock, prefix).await;
+    assert!(before.check_n("k", 10).await.unwrap().is_allowed());
+    let answer = after.check("k").await.unwrap();
+    (after, answer)
+}
+
+/// A quota whose window grows (10/h to 10/d) reads the keys written under the old window: the
+/// units counted this hour count today, decided by Redis with a retry-after within the day
+/// (the stored hour index, read as a day index, once overflowed the reply and fell to the
+/// failure policy), and the key then lives until the day's end, not the hour's.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
+    let to_midnight = Duration::from_secs(86_400 - 8 * 3_600 - 1_800);
+    let pairs: [(RedisAlgorithm, RedisAlgorithm, Duration); 2] = [
+        (
+            FixedWindow::new(hour).unwrap().into(),
+            FixedWindow::new(day).unwrap().into(),
+            to_midnight,
+        ),
+        (
+            SlidingWindow::new(hour).unwrap().into(),
+            SlidingWindow::new(day).unwrap().into(),
+            // The whole day's count leaves the sliding window as the next day ends.
+            to_midnight + Duration::from_secs(86_400),
+        ),
+    ];
+    for (before, after, most) in pairs {
+        let name = before.name();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT));
+        let (after, first) = after_a_window_change(&server, &clock, before, after, "longer:").await;
+        for answer in [first, after.check("k").await.unwrap()] {
+            assert_eq!(answer.decided_by, DecidedBy::Redis, "{name}: {answer:?}");
+            assert!(!answer.is_allowed(), "{name}: admitted past 10 a day");
+            let retry = answer.decision.retry_after();
+            assert!(
+                retry > Duration::ZERO && retry <= most,
+                "{name}: retry after {retry:?}"
+            );
+        }
+        // The refusal wrote the state again under the day: the key outlives the hour.
+        let ttl: i64 = raw.pttl(after.redis_key("k")).await.unwrap();
+        assert!(ttl > 3_600_000, "{name}: the key expires in {ttl} ms");
+        // Two hours later, the same day: still refused.
+        clock.advance(Duration::from_secs(2 * 3_600));
+        let later = after.check("k").await.unwrap();
+        assert_eq!(later.decided_by, DecidedBy::Redis, "{name}");
+        assert!(!later.is_allowed(), "{name}: the hour's units were lost");
+    }
+}
+
+/// A quota whose window shrinks (10/d to 10/h): the day's units may all have been admitted this
+/// hour, so they count in it (refused, retry-after within the hour or two), and no longer once
+/// the hour (for the sliding window, the next one too) has passed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
+    let server = RedisServer::start();
+    let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
+    let pairs: [(RedisAlgorithm, RedisAlgorithm, u64); 2] = [
+        (
+            FixedWindow::new(day).unwrap().into(),
+            FixedWindow::new(hour).unwrap().into(),
+            1,
+        ),
+        (
+            SlidingWindow::new(day).unwrap().into(),
+            SlidingWindow::new(hour).unwrap().into(),
+            2,
+        ),
+    ];
+    for (before, after, hours) in pairs {
+        let name = before.name();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT));
+        let (after, first) = after_a_window_change(&server, &clock, before, after, "shorter:").await;
+        assert_eq!(first.decided_by, DecidedBy::Redis, "{name}: {first:?}");
+        assert!(!first.is_allowed(), "{name}: 20 admitted in one hour");
+        let retry = first.decision.retry_after();
+        assert!(
+            retry > Duration::ZERO && retry <= Duration::from_secs(hours * 3_600),
+            "{name}: retry after {retry:?}"
+        );
+        // Once the day's units are out of the sliding window: a whole new hour's quota.
+        clock.advance(Duration::from_secs(hours * 3_600));
+        let fresh = after.check_n("k", 10).await.unwrap();
+        assert_eq!(fresh.decided_by, DecidedBy::Redis, "{name}");
+        assert!(fresh.is_allowed(), "{name}: {fresh:?}");
+    }
+}
+
+/// Two Redis Cluster nodes, each holding half of the slots, that know each other.
+async fn two_node_cluster() -> [RedisServer; 2] {
+    let nodes = [(); 2].map(|()| RedisServer::start_with(&["--cluster-enabled", "yes"]));
+    for (node, (first, last)) in nodes.iter().zip([(0, 8191), (8192, 16383)]) {
+        let mut raw = raw_connection(node).await;
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(first)
+            .arg(last)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let mut first = raw_connection(&nodes[0]).await;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(nodes[1].port())
+        .query_async(&mut first)
+        .await
+        .unwrap();
+    // Gossip takes a moment: wait until the first node sees every slot covered.
+    for _ in 0..200 {
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query_async(&mut first)
+            .await
+            .unwrap();
+        if info.contains("cluster_state:ok") {
+            return nodes;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the two cluster nodes did not meet within 10 s");
+}
+
+/// This client talks to one node and does not follow redirects: on a Redis Cluster, a key whose
+/// slot lives on another node is a typed error naming that node, never a silent decision of
+/// the failure policy (fail open, here).
+#[tokio::test(flavor = "current_thread")]
+async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
+    let nodes = two_node_cluster().await;
+    let limiter = RedisLimiter::builder(
+        nodes[0].url(),
+        TokenBucket::new("10/s burst 10".parse().unwrap()).unwrap(),
+        FailurePolicy::FailOpen,
+    )
+    .deadline(Duration::from_secs(5))
+    .connect()
+    .await
+    .unwrap();
+    let other = format!("127.0.0.1:{}", nodes[1].port());
+    let (mut here, mut redirected) = (0, 0);
+    for i in 0..30 {
+        let key = format!("client-{i}");
+        match limiter.check(&key).await {
+            Ok(answer) => {
+                assert_eq!(answer.decided_by, DecidedBy::Redis, "{key}: {answer:?}");
+                here += 1;
+            }
+            Err(RedisCheckError::ClusterRedirect { key: redis_key, node }) => {
+                assert_eq!((redis_key, node), (limiter.redis_key(&key), other.clone()));
+                redirected += 1;
+            }
+            Err(error) => panic!("{key}: {error}"),
+        }
+    }
+    assert!(
+        here > 0 && redirected > 0,
+        "{here} decided, {redirected} redirected"
+    );
+}
+
+/// Admissions of `limiter` among `count` requests of weight 1 on `key`, each decided by Redis.
+async fn admitted_of(limiter: &RedisLimiter, key: &str, count: u32) -> u32 {
+    let mut admitted = 0;
+    for _ in 0..count {
+        let answer = limiter.check(key).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+        admitted += u32::from(answer.is_allowed());
+    }
+    admitted
+}
+
+/// A sliding log above `PACKED_LOG_LIMIT` is a list under another key than a packed one: a quota
+/// that crosses 256 reads the other key's units (the list's or the string's) as its own, in
+/// both directions, and the first admission moves them into its own key.
+#[tokio::test(flavor = "current_thread")]
+async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let list = client_time_limiter(&server, log("300/min"), &clock, "crossing:").await;
+    let packed = client_time_limiter(&server, log("200/min"), &clock, "crossing:").await;
+
+    // Lowered, 300/min (a list) to 200/min (packed): 300 counted, none more in this minute.
+    assert!(list.check_n("lowered", 256).await.unwrap().is_allowed());
+    assert!(list.check_n("lowered", 44).await.unwrap().is_allowed());
+    clock.advance(Duration::from_secs(1));
+    let refused = packed.check("lowered").await.unwrap();
+    assert!(!refused.is_allowed());
+    // The 101st oldest unit of the window blocks a request of weight 1: it leaves in 59 s.
+    assert_eq!(refused.decision.retry_after(), Duration::from_secs(59));
+    assert_eq!(admitted_of(&packed, "lowered", 199).await, 0);
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(admitted_of(&packed, "lowered", 201).await, 200);
+    let list_left: bool = raw.exists(list.redis_key("lowered")).await.unwrap();
+    assert!(!list_left, "the list was moved into the packed log");
+
+    // Raised, 200/min (packed) to 300/min (a list): the difference, 100, and no more.
+    assert!(packed.check_n("raised", 200).await.unwrap().is_allowed());
+    assert_eq!(admitted_of(&list, "raised", 300).await, 100);
+    let packed_left: bool = raw.exists(packed.redis_key("raised")).await.unwrap();
+    assert!(!packed_left, "the packed log was moved into the list");
+    // Back under 200/min (instances of both quotas at once): the list's 300 units still count.
+    assert_eq!(admitted_of(&packed, "raised", 10).await, 0);
+}

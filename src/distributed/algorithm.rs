@@ -51,9 +51,10 @@ pub enum RedisAlgorithm {
     TokenBucket(TokenBucket),
     /// [`LeakyBucket`] shaper, by GCRA: the key holds the time the queue is empty.
     LeakyBucket(LeakyBucket),
-    /// [`FixedWindow`]: the key holds the window index and its count.
+    /// [`FixedWindow`]: the key holds the window index, its count and the window's length.
     FixedWindow(FixedWindow),
-    /// [`SlidingWindow`] counter: the key holds the window index and both counts.
+    /// [`SlidingWindow`] counter: the key holds the window index, both counts and the window's
+    /// length.
     SlidingWindow(SlidingWindow),
     /// [`SlidingLog`]: the key holds the admission times in the window: up to
     /// [`PACKED_LOG_LIMIT`], one packed record per distinct time with the units admitted then;
@@ -129,6 +130,7 @@ impl RedisAlgorithm {
     /// exact integer in Lua.
     pub(crate) fn program(&self) -> Result<Program, RedisConfigError> {
         let name = self.name();
+        let mut other_suffix = None;
         let (suffix, params, reader) = match *self {
             RedisAlgorithm::TokenBucket(a) => {
                 let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
@@ -143,7 +145,7 @@ impl RedisAlgorithm {
             RedisAlgorithm::FixedWindow(a) => {
                 let window = whole_micros(name, a.window())?;
                 let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
-                ("fw2", [window, limit], Reader::FixedWindow { limit })
+                ("fw3", [window, limit], Reader::FixedWindow { limit })
             }
             RedisAlgorithm::SlidingWindow(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -153,7 +155,7 @@ impl RedisAlgorithm {
                     a.limit(),
                     MAX_SPAN_MICROS / window,
                 )?;
-                ("sw2", [window, limit], Reader::SlidingWindow(a))
+                ("sw3", [window, limit], Reader::SlidingWindow(a))
             }
             RedisAlgorithm::SlidingLog(a) => {
                 let window = whole_micros(name, a.window())?;
@@ -164,11 +166,14 @@ impl RedisAlgorithm {
                     });
                 }
                 // The list keeps the first encoding's name: instances of both versions share it.
-                let suffix = if a.limit() <= PACKED_LOG_LIMIT {
-                    "log2"
+                // Each script also reads the other encoding's key when its own is missing (the
+                // quota crossed PACKED_LOG_LIMIT): its units still count.
+                let (suffix, other) = if a.limit() <= PACKED_LOG_LIMIT {
+                    ("log2", "log")
                 } else {
-                    "log"
+                    ("log", "log2")
                 };
+                other_suffix = Some(other);
                 (suffix, [window, a.limit()], Reader::Log)
             }
         };
@@ -179,6 +184,7 @@ impl RedisAlgorithm {
                 RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_)
             ),
             suffix,
+            other_suffix,
             params,
             reader,
             capacity: self.capacity(),
@@ -189,10 +195,12 @@ impl RedisAlgorithm {
 /// A validated script call: the script, the key suffix, the two parameters after the common
 /// first argument (`cost`), and how to read the reply.
 ///
-/// The suffixes end in `2`, the second encoding of the states (packed integers; the first was
-/// decimal text and, for the log, a list): a key written in the first encoding is never read, so
-/// instances of both versions in one fleet count apart during an upgrade instead of failing. A
-/// log above [`PACKED_LOG_LIMIT`] is still the first encoding's list, under its first name.
+/// The suffixes end in the state's encoding: `2` for packed integers (the first was decimal text
+/// and, for the log, a list), `3` for the windows, whose states also hold the window's length
+/// (so that a quota whose window changed reads them: `docs/distributed.md`, "Changing a
+/// quota"). A key written in an earlier encoding is never read, so instances of two versions in
+/// one fleet count apart during an upgrade instead of failing. A log above [`PACKED_LOG_LIMIT`]
+/// is still the first encoding's list, under its first name.
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: Script,
@@ -200,6 +208,9 @@ pub(crate) struct Program {
     /// buckets; the windows cannot tell when their units were admitted, as locally.
     pub(crate) refunds: bool,
     pub(crate) suffix: &'static str,
+    /// The suffix of a second key the script reads (`KEYS[2]`, same hash tag): for a sliding
+    /// log, the other encoding's key, whose units count when the log's own key is missing.
+    pub(crate) other_suffix: Option<&'static str>,
     pub(crate) params: [u64; 2],
     pub(crate) reader: Reader,
     pub(crate) capacity: u64,

@@ -49,6 +49,11 @@ pub enum RedisConfigError {
     },
     /// A per-decision deadline of zero: no decision could ever reach Redis.
     ZeroDeadline,
+    /// [`connect`](super::RedisLimiterBuilder::connect) ran outside a tokio runtime, or in one
+    /// built without its timer (`enable_time`, or `enable_all`): every decision waits for Redis
+    /// under a tokio timer (its deadline), which would panic there. The runtime also needs its
+    /// IO driver (`enable_io`), for the connection.
+    RuntimeWithoutTimers,
 }
 
 impl fmt::Display for RedisConfigError {
@@ -77,6 +82,9 @@ impl fmt::Display for RedisConfigError {
                 "the key prefix {prefix:?} contains a brace, which would move the hash tag of every key"
             ),
             RedisConfigError::ZeroDeadline => f.write_str("the per-decision deadline must be longer than zero"),
+            RedisConfigError::RuntimeWithoutTimers => f.write_str(
+                "the Redis limiter must be built and used inside a tokio runtime with timers and IO enabled (`enable_all`)",
+            ),
         }
     }
 }
@@ -110,6 +118,16 @@ pub enum RedisCheckError {
         /// The key in Redis.
         key: String,
     },
+    /// The key lives on another node of a Redis Cluster (a `MOVED` or `ASK` reply): this client
+    /// talks to the one node of its URL and does not follow redirects, so Redis Cluster is not
+    /// supported (every key of a limit shares one hash tag, and every key a script touches is in
+    /// `KEYS`, so the scripts themselves would run on a cluster; the connection does not).
+    ClusterRedirect {
+        /// The key in Redis.
+        key: String,
+        /// The node the server redirected to (`host:port`), as the reply said it.
+        node: String,
+    },
     /// A client-supplied time at or after 2^52 microseconds since the epoch (the year 2112),
     /// past which the scripts' arithmetic would not stay exact.
     TimeOutOfRange {
@@ -140,6 +158,10 @@ impl fmt::Display for RedisCheckError {
                     "the Redis key {key:?} holds a string that is not this limiter's state"
                 )
             }
+            RedisCheckError::ClusterRedirect { key, node } => write!(
+                f,
+                "cluster redirect: the Redis key {key:?} lives on node {node}, and this client talks to one node and does not follow redirects (Redis Cluster is not supported)"
+            ),
             RedisCheckError::TimeOutOfRange { now } => write!(
                 f,
                 "a time of {} ns since the epoch is past the range of the Redis scripts (2^52 microseconds)",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, Value};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::algorithm::{Program, RedisAlgorithm};
 use super::error::{RedisCheckError, RedisConfigError};
@@ -32,8 +32,10 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// again by itself after a `NOSCRIPT`, as after a server restart), which reads and writes the
 /// key's state atomically in integer arithmetic, and answers the same [`Decision`](crate::Decision)
 /// a local limiter would ([`RedisDecision::decision`]). The key in Redis is
-/// `{prefix}{{key}}:{algorithm}`, so every key of a limit shares one hash tag (Redis Cluster),
-/// and it expires as soon as its state is the same as a fresh key's.
+/// `{prefix}{{key}}:{algorithm}`, so every key of a limit shares one hash tag, and it expires as
+/// soon as its state is the same as a fresh key's. The connection is to the one node of the URL:
+/// Redis Cluster is not supported (a key on another node is
+/// [`RedisCheckError::ClusterRedirect`]).
 ///
 /// The connection is a redis-rs [`ConnectionManager`]: one multiplexed connection, shared by
 /// every concurrent decision, that reconnects by itself. A decision that gets no answer within
@@ -41,7 +43,9 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// and [`RedisDecision::decided_by`] says so. A key that holds a foreign value is a typed
 /// [`RedisCheckError`], never a panic.
 ///
-/// Must be built and used inside a tokio runtime.
+/// Must be built and used inside a tokio runtime with its timer and IO drivers enabled
+/// (`enable_all`); [`connect`](RedisLimiterBuilder::connect) refuses a runtime without timers
+/// ([`RedisConfigError::RuntimeWithoutTimers`]) rather than let a decision panic.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -191,7 +195,11 @@ impl RedisLimiter {
 
     /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
     pub fn redis_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}:{}", self.prefix, self.program.suffix)
+        self.key_with_suffix(key, self.program.suffix)
+    }
+
+    fn key_with_suffix(&self, key: &str, suffix: &str) -> String {
+        format!("{}{{{key}}}:{suffix}", self.prefix)
     }
 
     /// The per-decision deadline.
@@ -205,7 +213,11 @@ impl RedisLimiter {
         let redis_key = self.redis_key(key);
         let (arguments, length) = packed_arguments(cost, self.program.params, now);
         let mut call = self.program.script.prepare_invoke();
-        call.key(&redis_key).arg(&arguments[..length]);
+        call.key(&redis_key);
+        if let Some(other) = self.program.other_suffix {
+            call.key(self.key_with_suffix(key, other));
+        }
+        call.arg(&arguments[..length]);
         if peek {
             call.arg("peek");
         }
@@ -261,19 +273,39 @@ pub(super) fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) ->
     }
 }
 
-/// Splits Redis errors into the typed errors about the key's content, which no policy fixes,
-/// and the failures the policy answers.
+/// Splits Redis errors into the typed errors about the key's content or the deployment, which
+/// no policy fixes, and the failures the policy answers.
 pub(super) fn classify(error: &RedisError, key: String) -> Result<Failure, RedisCheckError> {
     match error.code() {
         Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
         Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
         _ => {}
     }
+    if let ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) = error.kind() {
+        // The same key is redirected on every call: a cluster behind a one-node client.
+        let node = error.redirect_node().map_or_else(
+            || error.detail().unwrap_or_default().to_owned(),
+            |(node, _slot)| node.to_owned(),
+        );
+        return Err(RedisCheckError::ClusterRedirect { key, node });
+    }
     Ok(match error.kind() {
         ErrorKind::Server(_) => Failure::Server,
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Failure::Reply,
         _ => Failure::Connection,
     })
+}
+
+/// Whether this thread runs in a tokio runtime whose timers work, so that no decision's
+/// deadline panics later. Tokio has no query for its time driver, and creating a timer without
+/// one panics: the one timer created here tells, once, at construction. (The panic hook still
+/// reports that panic; with `panic = "abort"` it aborts here, at construction.)
+fn runtime_has_timers() -> Result<(), RedisConfigError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(RedisConfigError::RuntimeWithoutTimers);
+    }
+    std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO)))
+        .map_err(|_| RedisConfigError::RuntimeWithoutTimers)
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -339,10 +371,15 @@ impl RedisLimiterBuilder {
     /// Validates the configuration and sets up the connection. The connection is made lazily:
     /// a limiter built while Redis is down answers by its failure policy until Redis is back.
     ///
+    /// Must run inside the tokio runtime the limiter will decide in, built with its timer and
+    /// IO drivers (`enable_all`): each decision waits for Redis under a tokio timer.
+    ///
     /// # Errors
     /// [`RedisConfigError`]: an invalid URL, a prefix with a brace, a zero deadline, a window
-    /// that is not whole microseconds, or parameters past exact integers in Lua.
+    /// that is not whole microseconds, parameters past exact integers in Lua, or no tokio
+    /// runtime with timers here ([`RedisConfigError::RuntimeWithoutTimers`]).
     pub async fn connect(self) -> Result<RedisLimiter, RedisConfigError> {
+        runtime_has_timers()?;
         if self.prefix.contains(['{', '}']) {
             return Err(RedisConfigError::BraceInPrefix { prefix: self.prefix });
         }
@@ -371,5 +408,40 @@ impl RedisLimiterBuilder {
             policy: self.policy,
             breaker: Arc::new(Breaker::new(self.probe_interval)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(kind: ServerErrorKind, description: &'static str, detail: &str) -> RedisError {
+        RedisError::from((ErrorKind::Server(kind), description, detail.to_owned()))
+    }
+
+    #[test]
+    fn cluster_redirects_are_a_typed_error_naming_the_node() {
+        for kind in [ServerErrorKind::Moved, ServerErrorKind::Ask] {
+            let error = server_error(kind, "key moved", "3999 127.0.0.1:17002");
+            assert_eq!(
+                classify(&error, "tollgate:{k}:tb2".to_owned()),
+                Err(RedisCheckError::ClusterRedirect {
+                    key: "tollgate:{k}:tb2".to_owned(),
+                    node: "127.0.0.1:17002".to_owned(),
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn other_server_errors_fall_to_the_policy() {
+        for kind in [
+            ServerErrorKind::ReadOnly,
+            ServerErrorKind::BusyLoading,
+            ServerErrorKind::ClusterDown,
+        ] {
+            let error = server_error(kind, "server error", "detail");
+            assert_eq!(classify(&error, "k".to_owned()), Ok(Failure::Server));
+        }
     }
 }

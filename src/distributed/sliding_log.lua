@@ -14,6 +14,10 @@
 --          `limit + min(limit, 16)` records: that one rewrites the log without them (`PSETEX`).
 --          Scripts that drop them at every admission (the first version of this encoding) read
 --          the same keys, and this one reads theirs.
+-- KEYS[2]  the same client key's log in the other encoding: a list of admission times, one per
+--          unit (sliding_log_list.lua), written while the limit was above 256. Read only when
+--          KEYS[1] does not exist: its units in the window count here (the quota crossed 256),
+--          and an admission moves them into KEYS[1] and deletes it.
 -- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
 --          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
 --          time (without it, the server's TIME): one packed argument costs the server less
@@ -34,6 +38,80 @@ local read = struct.unpack
 local wrap = 4294967296
 -- Record i starts at byte 12 * i - 11 (its time); its count is at byte 12 * i - 3.
 local log = redis.call('GET', key)
+if not log and KEYS[2] then
+  local other = KEYS[2]
+  local length = redis.call('LLEN', other)
+  if length > 0 then
+    -- The list's rule (sliding_log_list.lua), on its entries: decided at the newest entry if
+    -- the clock is behind it; entries at or before `at - w` have left the window.
+    local function entry(at)
+      local t = tonumber(redis.call('LINDEX', other, string.format('%d', at)))
+      if not t or t < 0 or t >= 9007199254740992 then
+        return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
+      end
+      return t
+    end
+    local last = entry(-1)
+    local at = math.max(last, now)
+    local cutoff = at - w
+    local expired = 0
+    if entry(0) <= cutoff then
+      local low, high = 1, length
+      while low < high do
+        local middle = math.floor((low + high) / 2)
+        if entry(middle) <= cutoff then
+          low = middle + 1
+        else
+          high = middle
+        end
+      end
+      expired = low
+    end
+    local inside = length - expired
+    if inside > 0 then
+      local reset = last + w - now
+      local remaining = math.max(limit - inside, 0)
+      if cost == 0 then
+        return struct.pack('<i8i8i8i8', 1, remaining, 0, reset)
+      end
+      if inside + cost > limit then
+        local blocking = entry(expired + inside + cost - limit - 1)
+        return struct.pack('<i8i8i8i8', 0, remaining, math.max(blocking + w - now, 0), reset)
+      end
+      if not ARGV[2] then
+        -- At most limit - 1 entries in the window: one record per distinct time, counted from
+        -- 0, then the request's units at `at`, written as a new log; the list goes.
+        local records, count, time = {}, 0, nil
+        for _, text in ipairs(redis.call('LRANGE', other, string.format('%d', expired), '-1')) do
+          local t = tonumber(text)
+          if not t or t < 0 or t >= 9007199254740992 then
+            return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+          end
+          if t ~= time then
+            if time then
+              records[#records + 1] = struct.pack('<i8I4', time, count)
+            end
+            time = t
+          end
+          count = count + 1
+        end
+        if time ~= at then
+          records[#records + 1] = struct.pack('<i8I4', time, count)
+          time = at
+        end
+        count = count + cost
+        records[#records + 1] = struct.pack('<i8I4I4I4i8', at, count, 0, count, at)
+        redis.call('PSETEX', key, string.format('%d', math.ceil((at + w - now) / 1000)), table.concat(records))
+        redis.call('DEL', other)
+      end
+      return struct.pack('<i8i8i8i8', 1, limit - inside - cost, 0, at + w - now)
+    elseif not ARGV[2] then
+      -- Nothing of the list counts any more: it goes, so that no instance still on the list's
+      -- quota reads it instead of this log.
+      redis.call('DEL', other)
+    end
+  end
+end
 -- `at`: a clock that went back decides at the newest record's time, as if it had stood still
 -- there: it never admits more, and the records stay in time order.
 local at, records, expired, base, total, newest, oldest, first = now, 0, 0, 0, 0, nil, nil, nil

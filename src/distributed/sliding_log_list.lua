@@ -4,6 +4,10 @@
 -- (now - w, now] plus n are at most limit. Weight 0 always passes and is not recorded.
 -- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
 --          (so at most `limit` entries once the expired ones are dropped).
+-- KEYS[2]  the same client key's log in the other encoding: one packed string
+--          (sliding_log.lua), written while the limit was at most 256. Read only when KEYS[1]
+--          does not exist: its units in the window count here (the quota crossed 256), and an
+--          admission moves them into KEYS[1] and deletes it.
 -- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
 --          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
 --          time (without it, the server's TIME).
@@ -21,7 +25,16 @@ end
 local key = KEYS[1]
 -- Integer arguments go as text made with '%d' (cheaper than number arguments: gcra.lua).
 local format = string.format
+-- `moved`: the packed log's units, one time per unit, oldest first, when it stands in for the
+-- list (read by `entry` as the list would be).
+local moved = nil
 local function entry(at)
+  if moved then
+    if at < 0 then
+      return moved[#moved + 1 + at]
+    end
+    return moved[at + 1]
+  end
   local t = tonumber(redis.call('LINDEX', key, format('%d', at)))
   if not t then
     return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
@@ -29,6 +42,39 @@ local function entry(at)
   return t
 end
 local length = redis.call('LLEN', key)
+if length == 0 and KEYS[2] then
+  local log = redis.call('GET', KEYS[2])
+  if log then
+    local read, wrap = struct.unpack, 4294967296
+    local records = (#log - 16) / 12
+    if records < 1 or records % 1 ~= 0 then
+      return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+    end
+    local oldest = read('<i8', log)
+    local before, _, newest = read('<I4I4i8', log, #log - 15)
+    if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
+      return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+    end
+    -- Only the units still in the window matter; a packed log holds at most 256 of them.
+    local cutoff = math.max(newest, now) - w
+    local previous = before
+    moved = {}
+    for i = 1, records do
+      local time, count = read('<i8I4', log, 12 * i - 11)
+      local units = (count - previous) % wrap
+      previous = count
+      if time > cutoff then
+        if #moved + units > 65536 then
+          return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+        end
+        for _ = 1, units do
+          moved[#moved + 1] = time
+        end
+      end
+    end
+    length = #moved
+  end
+end
 -- A clock that went back decides at the newest entry's time, as if it had stood still there:
 -- it never admits more, and the entries stay in time order.
 local at = now
@@ -60,7 +106,17 @@ if cost == 0 then
 end
 if inside + cost <= limit then
   if not ARGV[2] then
-    if expired > 0 then
+    if moved then
+      -- The packed log's units in the window come first; the string goes.
+      local kept = {}
+      for i = expired + 1, #moved do
+        kept[#kept + 1] = format('%d', moved[i])
+      end
+      if #kept > 0 then
+        redis.call('RPUSH', key, unpack(kept))
+      end
+      redis.call('DEL', KEYS[2])
+    elseif expired > 0 then
       redis.call('LTRIM', key, format('%d', expired), '-1')
     end
     local batch = {}

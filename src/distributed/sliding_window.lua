@@ -1,7 +1,9 @@
 -- tollgate: sliding window counter, in exact integers. A request of weight n at e microseconds
 -- into window `index` passes iff  previous * (w - e) + (current + n) * w <= limit * w.
--- KEYS[1]  the window, the previous window's count and its own count, as 24 bytes
---          (struct '<i8i8i8': index, previous, current).
+-- KEYS[1]  the window, the previous window's count, its own count and the window's length, as
+--          32 bytes (struct '<i8i8i8i8': index, previous, current, w in microseconds). The
+--          length makes a state written under another window (the quota changed) readable: its
+--          index is in that window's units.
 -- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
 --          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
 --          time (without it, the server's TIME): one packed argument costs the server less
@@ -19,26 +21,62 @@ else
   now = time[1] * 1000000 + time[2]
 end
 local index = math.floor(now / w)
-local previous, current, same = 0, 0, false
+local previous, current, same, converted = 0, 0, false, false
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local i, p, c
-  if #stored == 24 then
-    i, p, c = struct.unpack('<i8i8i8', stored)
+  local i, p, c, sw
+  if #stored == 32 then
+    i, p, c, sw = struct.unpack('<i8i8i8i8', stored)
   end
-  -- 2^53: an index past it is no state of ours (foreign text decodes far above it). A count
-  -- may exceed this limit (the quota was lowered since it was written: it then refuses, as a
-  -- full window does) but not 2^51 / w, the most any valid quota with this window counts, which
-  -- keeps every product below exactly representable integers.
-  local most = math.floor(2251799813685248 / w)
-  if not c or i < 0 or i >= 9007199254740992 or p < 0 or p > most or c < 0 or c > most then
+  -- A number past 2^53 is no state of ours (foreign text decodes far above it); a window is at
+  -- most 2^51 microseconds (checked at construction) and starts before 2^52 microseconds (times
+  -- are refused past it). A count may exceed this limit (the quota was lowered since it was
+  -- written: it then refuses, as a full window does) but not 2^51 / w, the most any valid quota
+  -- with its window counts, which keeps every product below exactly representable integers.
+  if not sw or sw <= 0 or sw > 2251799813685248 or i < 0 or i * sw >= 4503599627370496 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding window state')
   end
-  if i >= index then
-    -- The same window, or the clock went back into an earlier one: stay in the stored window.
-    index, previous, current, same = i, p, c, true
-  elseif i == index - 1 then
-    previous = c
+  local most = math.floor(2251799813685248 / sw)
+  if p < 0 or p > most or c < 0 or c > most then
+    return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding window state')
+  end
+  if sw == w then
+    if i >= index then
+      -- The same window, or the clock went back into an earlier one: stay in the stored window.
+      index, previous, current, same = i, p, c, true
+    elseif i == index - 1 then
+      previous = c
+    end
+  else
+    -- Written under another window length (the quota changed). Its counts were admitted at
+    -- unknown times, `c` in [i * sw, (i + 1) * sw) and `p` in the span before: each counts
+    -- whole in the current window if its span reaches into it, else in the previous window if
+    -- it reaches into that one, else not at all (none that may weigh now is lost). A stored
+    -- window that starts after the current one (a clock that went back) is decided in the
+    -- window of this length that holds its start. The first decision that is not a peek writes
+    -- the state again under this length, admitted or refused, so that the key lives as long as
+    -- these windows.
+    local begins = i * sw
+    if begins >= (index + 1) * w then
+      index = math.floor(begins / w)
+    end
+    local from = index * w
+    for _, span in ipairs({{begins + sw, c}, {begins, p}}) do
+      if span[1] > from then
+        current = current + span[2]
+      elseif span[1] > from - w then
+        previous = previous + span[2]
+      end
+    end
+    -- Past 2^51 / w units a count refuses every request whatever its exact value, once moved to
+    -- the current window (which weighs at least as much): every product stays below 2^53.
+    local most_here = math.floor(2251799813685248 / w)
+    if previous > most_here then
+      previous, current = most_here, most_here
+    elseif current > most_here then
+      current = most_here
+    end
+    converted = previous + current > 0
   end
 end
 local start = index * w
@@ -47,13 +85,17 @@ if elapsed < 0 then
   elapsed = 0
 end
 if cost > 0 and previous * (w - elapsed) + (current + cost) * w > limit * w then
+  if converted and not ARGV[2] then
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)),
+      struct.pack('<i8i8i8i8', index, previous, current, w))
+  end
   return struct.pack('<i8i8i8i8', 0, previous, current, start - now)
 end
 if cost > 0 and not ARGV[2] then
   -- The key expires when both counts have left the sliding window, at the end of the window
   -- after this one. A key that holds this window already expires then (set when its first unit
   -- was counted): keep that TTL, which spares setting it and formatting it.
-  local value = struct.pack('<i8i8i8', index, previous, current + cost)
+  local value = struct.pack('<i8i8i8i8', index, previous, current + cost, w)
   if same then
     redis.call('SET', KEYS[1], value, 'KEEPTTL')
   else

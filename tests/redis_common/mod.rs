@@ -21,11 +21,19 @@ pub(crate) struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// Arguments added to the common ones (`start_with`).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a free loopback port and waits until it answers.
     pub(crate) fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with `extra` arguments (`--cluster-enabled yes`, ...) after the common
+    /// ones, and waits until it answers.
+    pub(crate) fn start_with(extra: &[&str]) -> RedisServer {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -34,6 +42,7 @@ impl RedisServer {
                 child: None,
                 port,
                 dir,
+                extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -46,6 +55,11 @@ impl RedisServer {
     /// `redis://127.0.0.1:{port}/`.
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The loopback port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
     }
 
     /// Kills the server (SIGKILL), as a crash would.
@@ -78,6 +92,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
