@@ -112,6 +112,45 @@ async fn windows_must_be_whole_microseconds() {
     assert!(build(TokenBucket::new(quota).unwrap()).await.is_ok());
 }
 
+/// The scripts keep a bucket's interval in whole microseconds, rounded up: a rate that this
+/// would run more than 1% slower than the local bucket is refused, not run slow in Redis.
+#[tokio::test]
+async fn a_bucket_rate_whole_microseconds_would_slow_by_over_one_percent_is_refused() {
+    // 300,000/s: T = 3,334 ns locally, 4 us in Redis, 17% slower.
+    for quota in ["300000/s", "30000/s"] {
+        let quota: Quota = quota.parse().unwrap();
+        let local = TokenBucket::new(quota).unwrap().emission_interval();
+        let redis = Duration::from_micros(u64::try_from(local.as_nanos().div_ceil(1_000)).unwrap());
+        let expected = |algorithm| RedisConfigError::RateTooFine {
+            algorithm,
+            interval: local,
+            redis_interval: redis,
+        };
+        match build(TokenBucket::new(quota).unwrap()).await {
+            Err(error) => assert_eq!(error.to_string(), expected("token bucket").to_string()),
+            Ok(_) => panic!("{quota:?} accepted"),
+        }
+        assert!(matches!(
+            build(LeakyBucket::new(quota).unwrap()).await,
+            Err(RedisConfigError::RateTooFine {
+                algorithm: "leaky bucket",
+                ..
+            })
+        ));
+    }
+    // Exactly 1% slower is accepted (2 per 99 us: T = 49,500 ns, run as 50 us), 1 ns less is
+    // not; every interval of whole microseconds is accepted, however short.
+    for quota in ["2/99us", "1000000/s", "500000/s", "12000/s"] {
+        let quota: Quota = quota.parse().unwrap();
+        assert!(build(TokenBucket::new(quota).unwrap()).await.is_ok(), "{quota:?}");
+    }
+    let just_over = TokenBucket::new("1/49499ns".parse().unwrap()).unwrap();
+    assert!(matches!(
+        build(just_over).await,
+        Err(RedisConfigError::RateTooFine { .. })
+    ));
+}
+
 #[tokio::test]
 async fn a_log_too_large_for_one_key_is_refused_with_the_maximum() {
     assert!(

@@ -245,10 +245,21 @@ pub(crate) const GCRA_REFUND_SCRIPT: &str = include_str!("gcra_refund.lua");
 pub(crate) static GCRA_REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_REFUND_SCRIPT));
 
 /// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
-/// admits more than the local one) and `burst * T`; and the quota the client reads replies
+/// admits more than the local one; refused when that runs it over 1% slower) and `burst * T`; and the quota the client reads replies
 /// with, at that same interval.
 fn gcra(name: &'static str, interval: Duration, burst: u64) -> Result<([u64; 2], Quota), RedisConfigError> {
+    let local = interval;
     let interval = ceil_micros(interval);
+    // As the local buckets refuse rounding that runs a rate over 1% slow, so does this second
+    // rounding: `100 * (T_redis - T) > T_redis`, in nanoseconds (`u128`: no overflow).
+    let (local_nanos, redis_nanos) = (local.as_nanos(), u128::from(interval) * 1_000);
+    if 100 * redis_nanos.saturating_sub(local_nanos) > redis_nanos {
+        return Err(RedisConfigError::RateTooFine {
+            algorithm: name,
+            interval: local,
+            redis_interval: Duration::from_micros(interval),
+        });
+    }
     let interval = at_most(
         name,
         "emission interval (microseconds)",
