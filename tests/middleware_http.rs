@@ -198,6 +198,26 @@ async fn a_spoofed_leftmost_forwarded_for_is_ignored() -> Result<(), Error> {
 }
 
 #[tokio::test]
+async fn a_client_inside_a_trusted_range_cannot_pick_its_key() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1_000, clock())?;
+    // The test client connects from loopback: it plays the trusted proxy, which appended the
+    // real client 127.5.5.5; that client, inside the trusted range too, writes the left entry.
+    let client_ip = ClientIp::new(["127.0.0.0/8".parse()?]);
+    let address = serve(RateLimitLayer::new(limiter, client_ip).layer(Hello), true).await;
+    let client = http1_client();
+    let mut statuses = Vec::new();
+    for spoof in 1..=5 {
+        let xff = format!("127.66.66.{spoof}, 127.5.5.5");
+        let answer = get(&client, address, "/", &[("x-forwarded-for", &xff)]).await;
+        statuses.push(answer.status.as_u16());
+    }
+    // Every entry trusted: the key is the right-most, which the proxy wrote, not the client.
+    assert_eq!(statuses, [200, 429, 429, 429, 429]);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_request_without_a_key_gets_the_configured_behaviour() -> Result<(), Error> {
     let client = http1_client();
     let bucket = || -> Result<_, Error> {
