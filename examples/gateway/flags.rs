@@ -34,8 +34,9 @@ OPTIONS:
     --no-limit             no rate limiter (a baseline for load tests)
     --help                 this text
 
-Every second it prints the requests admitted, refused (429) and unavailable (503: the limiter
-could not decide) in that second.";
+Every second it prints, for that second, the requests admitted (forwarded upstream), refused
+(429: over quota, or Redis away with --redis), unavailable (503: the key table was full) and
+without a key (the layer's answer to a request it could not key).";
 
 /// How requests are keyed.
 #[derive(Clone, Debug)]

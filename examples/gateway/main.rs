@@ -30,7 +30,7 @@ use tollgate::{
 };
 use tower::{Layer, Service};
 
-use counters::{Count, Counters};
+use counters::{Count, Counters, LayerAnswer};
 use flags::{AlgorithmChoice, Flags, KeyChoice, USAGE};
 use upstream::Upstream;
 
@@ -181,12 +181,12 @@ where
 }
 
 /// Accepts connections for ever, serving HTTP/1.1 and HTTP/2 (prior knowledge) with `service`
-/// behind a counter of admitted and refused requests.
+/// behind a counter of admitted, refused, unavailable and keyless requests.
 async fn serve<S, B>(listener: TcpListener, service: S) -> Result<(), Box<dyn Error>>
 where
     S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
-    B: hyper::body::Body + Send + 'static,
+    B: hyper::body::Body + LayerAnswer + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn Error + Send + Sync>>,
 {
