@@ -387,6 +387,24 @@ async fn per_route_layers_compose() -> Result<(), Error> {
     Ok(())
 }
 
+#[tokio::test]
+async fn a_route_prefix_without_its_leading_slash_still_limits_the_route() -> Result<(), Error> {
+    let logins = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock())?;
+    let layer = RateLimitLayer::builder(logins, api_key())
+        .only_for(RouteFilter::path_prefix("login"))
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+    assert_eq!(get(&client, address, "/login", &key).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/login", &key).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get(&client, address, "/home", &key).await.status, StatusCode::OK);
+    Ok(())
+}
+
 /// A limiter that cannot decide, as a remote store that is down.
 struct Unreachable;
 
