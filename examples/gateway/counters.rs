@@ -46,18 +46,18 @@ impl Counters {
 /// Whether a response body is the rate-limit layer's own answer (a refusal, an error), not
 /// the upstream's.
 pub(crate) trait LayerAnswer {
-    fn from_layer(&self) -> bool;
+    fn is_layer_answer(&self) -> bool;
 }
 
 /// `--no-limit`: every answer is the upstream's.
 impl LayerAnswer for UpstreamBody {
-    fn from_layer(&self) -> bool {
+    fn is_layer_answer(&self) -> bool {
         false
     }
 }
 
 impl LayerAnswer for LimitedBody<UpstreamBody> {
-    fn from_layer(&self) -> bool {
+    fn is_layer_answer(&self) -> bool {
         matches!(self, Either::Right(_))
     }
 }
@@ -94,7 +94,7 @@ where
         Box::pin(async move {
             let response = answer.await?;
             let grpc_status = response.headers().get("grpc-status");
-            let counter = if !response.body().from_layer() {
+            let counter = if !response.body().is_layer_answer() {
                 &counters.admitted
             } else if response.status() == StatusCode::TOO_MANY_REQUESTS
                 || grpc_status.is_some_and(|status| status == "8")
