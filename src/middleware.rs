@@ -22,7 +22,8 @@
 //! - **Which key** ([`KeyExtractor`]): the peer IP ([`PeerIp`], from a [`PeerAddr`] the server
 //!   puts in each request's extensions), a header ([`HeaderKey`], an API key), the client IP
 //!   behind trusted proxies ([`ClientIp`]: the right-most address in `X-Forwarded-For` or
-//!   `Forwarded` that is not a trusted proxy), or a closure ([`KeyFn`]). A request without a key
+//!   `Forwarded` that is not a trusted proxy, or the right-most entry when all are; the trusted
+//!   ranges must hold only proxies), or a closure ([`KeyFn`]). A request without a key
 //!   gets the configured [`MissingKey`] behaviour, never a panic.
 //! - **Refusals**: `429 Too Many Requests` with `Retry-After` (whole seconds, rounded up) and the
 //!   IETF `RateLimit-Policy` / `RateLimit` fields, optionally the legacy `X-RateLimit-*` ones

@@ -50,11 +50,11 @@ async fn requests_pass_until_the_quota_is_spent_then_429_until_the_retry_time() 
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.body, "hello\n");
         assert_eq!(answer.header("ratelimit-policy"), r#""default";q=3;w=60"#);
-        // Admitted: t is when the bucket is full again (20 s per token spent).
-        let spent = 3 - remaining;
+        // Admitted: t is when more quota comes (the draft's "additional quota is made
+        // available"): the next token, 20 s away however many are spent.
         assert_eq!(
             answer.header("ratelimit"),
-            format!(r#""default";r={remaining};t={}"#, 20 * spent)
+            format!(r#""default";r={remaining};t=20"#)
         );
         assert_eq!(answer.header("retry-after"), "");
     }
@@ -63,6 +63,7 @@ async fn requests_pass_until_the_quota_is_spent_then_429_until_the_retry_time() 
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.header("retry-after"), "20");
     assert_eq!(refused.header("ratelimit-policy"), r#""default";q=3;w=60"#);
+    // The same state as the last admitted response, the same meaning: t=20 on both.
     assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=20"#);
     assert_eq!(refused.body, "too many requests: retry after 20 s\n");
 
@@ -80,6 +81,32 @@ async fn requests_pass_until_the_quota_is_spent_then_429_until_the_retry_time() 
         get(&client, address, "/", &alice).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sub_second_policy_is_announced_at_its_true_rate() -> Result<(), Error> {
+    let clock = clock();
+    // One at a time, ten a second.
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(
+        TokenBucket::new("10/s burst 1".parse()?)?,
+        100,
+        clock.clone(),
+    )?;
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .fields_on_admitted(true)
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let mut admitted = 0;
+    for _ in 0..10 {
+        let answer = get(&client, address, "/", &[("x-api-key", "k")]).await;
+        admitted += u32::from(answer.status == StatusCode::OK);
+        // Not `q=1;w=1` (a window of 100 ms rounded up to a second, the quota left as it was).
+        assert_eq!(answer.header("ratelimit-policy"), r#""default";q=10;w=1"#);
+        clock.advance(Duration::from_millis(100));
+    }
+    assert_eq!(admitted, 10, "the limiter gives what the policy announces");
     Ok(())
 }
 
@@ -194,6 +221,26 @@ async fn a_spoofed_leftmost_forwarded_for_is_ignored() -> Result<(), Error> {
             .status,
         StatusCode::OK
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_client_inside_a_trusted_range_cannot_pick_its_key() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1_000, clock())?;
+    // The test client connects from loopback: it plays the trusted proxy, which appended the
+    // real client 127.5.5.5; that client, inside the trusted range too, writes the left entry.
+    let client_ip = ClientIp::new(["127.0.0.0/8".parse()?]);
+    let address = serve(RateLimitLayer::new(limiter, client_ip).layer(Hello), true).await;
+    let client = http1_client();
+    let mut statuses = Vec::new();
+    for spoof in 1..=5 {
+        let xff = format!("127.66.66.{spoof}, 127.5.5.5");
+        let answer = get(&client, address, "/", &[("x-forwarded-for", &xff)]).await;
+        statuses.push(answer.status.as_u16());
+    }
+    // Every entry trusted: the key is the right-most, which the proxy wrote, not the client.
+    assert_eq!(statuses, [200, 429, 429, 429, 429]);
     Ok(())
 }
 
@@ -321,7 +368,7 @@ async fn per_route_layers_compose() -> Result<(), Error> {
     );
     assert_eq!(
         second_login.header("ratelimit"),
-        r#""login";r=0;t=60, "all";r=2;t=30"#
+        r#""login";r=0;t=60, "all";r=2;t=15"#
     );
     assert_eq!(second_login.header("retry-after"), "60");
     // Other routes are limited only by the global layer (which counted both logins: 2 left).
@@ -340,6 +387,24 @@ async fn per_route_layers_compose() -> Result<(), Error> {
     Ok(())
 }
 
+#[tokio::test]
+async fn a_route_prefix_without_its_leading_slash_still_limits_the_route() -> Result<(), Error> {
+    let logins = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock())?;
+    let layer = RateLimitLayer::builder(logins, api_key())
+        .only_for(RouteFilter::path_prefix("login"))
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+    assert_eq!(get(&client, address, "/login", &key).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, address, "/login", &key).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get(&client, address, "/home", &key).await.status, StatusCode::OK);
+    Ok(())
+}
+
 /// A limiter that cannot decide, as a remote store that is down.
 struct Unreachable;
 
@@ -349,10 +414,7 @@ impl RateLimiter<String> for Unreachable {
     }
 
     fn policy(&self) -> Policy {
-        Policy {
-            quota: 1,
-            window: Duration::from_secs(1),
-        }
+        Policy::new(1, Duration::from_secs(1))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Counting admitted, refused and unavailable responses, printed once a second.
+//! Counting admitted, refused, unavailable and keyless responses, printed once a second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -6,17 +6,22 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
+use http_body_util::Either;
+use tollgate::middleware::LimitedBody;
 use tower::Service;
+
+use crate::upstream::UpstreamBody;
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     admitted: AtomicU64,
     refused: AtomicU64,
     unavailable: AtomicU64,
+    no_key: AtomicU64,
 }
 
 impl Counters {
-    /// Prints, every second, what was admitted, refused and unavailable in that second.
+    /// Prints, every second, what was admitted, refused, unavailable and keyless in that second.
     pub(crate) fn print_every_second(self: Arc<Self>) {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -29,18 +34,40 @@ impl Counters {
                 let admitted = self.admitted.swap(0, Ordering::Relaxed);
                 let refused = self.refused.swap(0, Ordering::Relaxed);
                 let unavailable = self.unavailable.swap(0, Ordering::Relaxed);
+                let no_key = self.no_key.swap(0, Ordering::Relaxed);
                 println!(
-                    "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}"
+                    "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}  no key {no_key:>8}"
                 );
             }
         });
     }
 }
 
-/// Counts each response: a 429 or a gRPC `RESOURCE_EXHAUSTED` is refused; a 503 or a gRPC
-/// `UNAVAILABLE` is unavailable (the limiter could not decide: its table was full of active
-/// keys, or Redis was away and the policy fails closed; or the upstream itself answered so);
-/// anything else admitted.
+/// Whether a response body is the rate-limit layer's own answer (a refusal, an error), not
+/// the upstream's.
+pub(crate) trait LayerAnswer {
+    fn is_layer_answer(&self) -> bool;
+}
+
+/// `--no-limit`: every answer is the upstream's.
+impl LayerAnswer for UpstreamBody {
+    fn is_layer_answer(&self) -> bool {
+        false
+    }
+}
+
+impl LayerAnswer for LimitedBody<UpstreamBody> {
+    fn is_layer_answer(&self) -> bool {
+        matches!(self, Either::Right(_))
+    }
+}
+
+/// Counts each response by who answered it. The layer's own answers: a 429 or a gRPC
+/// `RESOURCE_EXHAUSTED` is refused (over quota, a shaping wait too long, or Redis away with the
+/// gateway's fail-closed policy); a 503 or a gRPC `UNAVAILABLE` is unavailable (the key table
+/// was full of active keys, or a limiter could not decide); anything else is no key (the
+/// layer's answer to a request it could not key). Every answer from the upstream is admitted,
+/// whatever its status.
 #[derive(Clone, Debug)]
 pub(crate) struct Count<S> {
     pub(crate) inner: S,
@@ -50,6 +77,7 @@ pub(crate) struct Count<S> {
 impl<S, B, R> Service<Request<B>> for Count<S>
 where
     S: Service<Request<B>, Response = Response<R>>,
+    R: LayerAnswer,
     S::Future: Send + 'static,
 {
     type Response = Response<R>;
@@ -66,7 +94,9 @@ where
         Box::pin(async move {
             let response = answer.await?;
             let grpc_status = response.headers().get("grpc-status");
-            let counter = if response.status() == StatusCode::TOO_MANY_REQUESTS
+            let counter = if !response.body().is_layer_answer() {
+                &counters.admitted
+            } else if response.status() == StatusCode::TOO_MANY_REQUESTS
                 || grpc_status.is_some_and(|status| status == "8")
             {
                 &counters.refused
@@ -75,7 +105,7 @@ where
             {
                 &counters.unavailable
             } else {
-                &counters.admitted
+                &counters.no_key
             };
             // Relaxed: a statistic; see `print_every_second`.
             counter.fetch_add(1, Ordering::Relaxed);

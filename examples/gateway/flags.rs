@@ -16,26 +16,29 @@ USAGE:
 
 OPTIONS:
     --listen ADDR          where to listen                        [default: 127.0.0.1:8080]
-    --upstream URL         the server to forward to, http://host:port
-                           [default: a built-in upstream answering `hello`]
+    --upstream URL         the server to forward to, http://host:port (no path: each
+                           request keeps its own) [default: a built-in upstream answering `hello`]
     --algorithm NAME       token | leaky | fixed | sliding | log    [default: token]
     --quota QUOTA          per key: `10/s`, `100/min`, `5/s burst 10` [default: 5/s burst 10]
     --key KEY              peer               the connection's IP   [default]
                            header:NAME        a header (an API key)
                            xff:CIDR,...       the client IP in X-Forwarded-For behind these proxies
                            forwarded:CIDR,... the same from Forwarded (RFC 7239)
-    --capacity N           keys tracked at once                     [default: 100000]
+    --capacity N           keys tracked at once (not with --redis)  [default: 100000]
     --redis URL            decide through Redis (redis://host:port/): every gateway with the
                            same URL, algorithm and quota shares one quota per key
-                           (needs --features tower,redis; fails closed while Redis is away)
-    --max-delay-ms MS      leaky bucket: the longest a request may wait for its slot
+                           (needs --features tower,redis; fails closed while Redis is away:
+                           429, retry after 1 s)
+    --max-delay-ms MS      leaky bucket only: the longest a request may wait for its slot
     --legacy               also write X-RateLimit-Limit/Remaining/Reset
     --no-admitted-fields   write the RateLimit fields on refusals only, not on admitted responses
-    --no-limit             no rate limiter (a baseline for load tests)
+    --no-limit             no rate limiter (a baseline for load tests; no limiter option
+                           may be given with it)
     --help                 this text
 
-Every second it prints the requests admitted, refused (429) and unavailable (503: the limiter
-could not decide) in that second.";
+Every second it prints, for that second, the requests admitted (forwarded upstream), refused
+(429: over quota, or Redis away with --redis), unavailable (503: the key table was full) and
+without a key (the layer's answer to a request it could not key).";
 
 /// How requests are keyed.
 #[derive(Clone, Debug)]
@@ -71,7 +74,10 @@ pub(crate) struct Flags {
 }
 
 impl Flags {
-    /// Reads the flags; `Ok(None)` for `--help`.
+    /// Reads the flags; `Ok(None)` for `--help`. Options that would be ignored (a limiter's
+    /// options with `--no-limit`, `--max-delay-ms` without the leaky bucket...) are errors, and
+    /// so is `--redis` in a build without the `redis` feature: a gateway that starts is the
+    /// gateway its command line asked for.
     pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Flags>, Box<dyn Error>> {
         let mut flags = Flags {
             listen: "127.0.0.1:8080".parse()?,
@@ -86,39 +92,117 @@ impl Flags {
             limit: true,
             redis: None,
         };
+        // The options given that configure the limiter, in order.
+        let mut limiter_options: Vec<&'static str> = Vec::new();
         while let Some(flag) = args.next() {
             let mut value = || {
                 args.next()
                     .ok_or_else(|| format!("{flag} needs a value (see --help)"))
             };
-            match flag.as_str() {
+            let option: &'static str = match flag.as_str() {
                 "--help" | "-h" => return Ok(None),
-                "--listen" => flags.listen = value()?.parse().map_err(|e| format!("--listen: {e}"))?,
-                "--upstream" => flags.upstream = Some(upstream(&value()?)?),
-                "--algorithm" => flags.algorithm = algorithm(&value()?)?,
-                "--quota" => flags.quota = value()?.parse().map_err(|e| format!("--quota: {e}"))?,
-                "--key" => flags.key = key(&value()?)?,
-                "--capacity" => flags.capacity = value()?.parse().map_err(|e| format!("--capacity: {e}"))?,
+                "--listen" => {
+                    flags.listen = value()?.parse().map_err(|e| format!("--listen: {e}"))?;
+                    continue;
+                }
+                "--upstream" => {
+                    flags.upstream = Some(upstream(&value()?)?);
+                    continue;
+                }
+                "--no-limit" => {
+                    flags.limit = false;
+                    continue;
+                }
+                "--algorithm" => {
+                    flags.algorithm = algorithm(&value()?)?;
+                    "--algorithm"
+                }
+                "--quota" => {
+                    flags.quota = value()?.parse().map_err(|e| format!("--quota: {e}"))?;
+                    "--quota"
+                }
+                "--key" => {
+                    flags.key = key(&value()?)?;
+                    "--key"
+                }
+                "--capacity" => {
+                    let text = value()?;
+                    flags.capacity = text.parse().map_err(|e| format!("--capacity `{text}`: {e}"))?;
+                    if flags.capacity == 0 {
+                        return Err("--capacity 0: the key table needs room for at least one key".into());
+                    }
+                    "--capacity"
+                }
                 "--max-delay-ms" => {
                     let ms: u64 = value()?.parse().map_err(|e| format!("--max-delay-ms: {e}"))?;
                     flags.max_delay = Some(Duration::from_millis(ms));
+                    "--max-delay-ms"
                 }
-                "--redis" => flags.redis = Some(value()?),
-                "--legacy" => flags.legacy = true,
-                "--no-admitted-fields" => flags.admitted_fields = false,
-                "--no-limit" => flags.limit = false,
+                "--redis" => {
+                    flags.redis = Some(value()?);
+                    "--redis"
+                }
+                "--legacy" => {
+                    flags.legacy = true;
+                    "--legacy"
+                }
+                "--no-admitted-fields" => {
+                    flags.admitted_fields = false;
+                    "--no-admitted-fields"
+                }
                 other => return Err(format!("unknown option `{other}` (see --help)").into()),
+            };
+            limiter_options.push(option);
+        }
+        flags.check(&limiter_options)?;
+        Ok(Some(flags))
+    }
+
+    /// Refuses combinations in which an option would be ignored.
+    fn check(&self, limiter_options: &[&str]) -> Result<(), Box<dyn Error>> {
+        if let (false, Some(option)) = (self.limit, limiter_options.first()) {
+            return Err(
+                format!("{option} configures the rate limiter, and --no-limit runs without one").into(),
+            );
+        }
+        if self.max_delay.is_some() && self.algorithm != AlgorithmChoice::Leaky {
+            return Err(format!(
+                "--max-delay-ms: only the leaky bucket (--algorithm leaky) makes requests wait; {:?} never does",
+                self.algorithm
+            )
+            .into());
+        }
+        if let Some(url) = &self.redis {
+            if !cfg!(feature = "redis") {
+                return Err(format!(
+                    "--redis {url}: this gateway was built without the `redis` feature \
+                     (cargo run --release --features tower,redis --example gateway -- ...)"
+                )
+                .into());
+            }
+            if limiter_options.contains(&"--capacity") {
+                return Err(
+                    "--capacity: with --redis the keys live in Redis, not in a table of the gateway".into(),
+                );
             }
         }
-        Ok(Some(flags))
+        Ok(())
     }
 }
 
+/// An upstream base: `http://host:port`, nothing after it (each request's own path and query
+/// are forwarded as they are, so a base path would be dropped).
 fn upstream(text: &str) -> Result<Uri, Box<dyn Error>> {
     let uri: Uri = text.parse().map_err(|e| format!("--upstream: {e}"))?;
     if uri.scheme_str() != Some("http") || uri.authority().is_none() {
         return Err(format!(
             "--upstream: `{text}` is not http://host:port (TLS upstreams are not supported)"
+        )
+        .into());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(format!(
+            "--upstream: `{text}` has a path or query; give http://host:port (each request keeps its own path)"
         )
         .into());
     }
@@ -160,4 +244,68 @@ fn key(text: &str) -> Result<KeyChoice, Box<dyn Error>> {
             .into())
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Flags>, String> {
+        Flags::parse(args.iter().map(|arg| (*arg).to_owned())).map_err(|error| error.to_string())
+    }
+
+    fn error(args: &[&str]) -> String {
+        parse(args).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn errors_name_their_option() {
+        assert_eq!(
+            error(&["--capacity", "0"]),
+            "--capacity 0: the key table needs room for at least one key"
+        );
+        assert!(error(&["--capacity", "many"]).starts_with("--capacity `many`: "));
+        assert!(error(&["--quota", "0/s"]).starts_with("--quota: "));
+    }
+
+    #[test]
+    fn an_upstream_base_has_no_path_nor_query() {
+        for base in [
+            "http://127.0.0.1:3000/api",
+            "http://127.0.0.1:3000/?q",
+            "http://x/path?q",
+        ] {
+            assert!(
+                error(&["--upstream", base]).contains("has a path or query"),
+                "{base}"
+            );
+        }
+        for base in ["http://127.0.0.1:3000", "http://127.0.0.1:3000/"] {
+            assert!(parse(&["--upstream", base]).is_ok(), "{base}");
+        }
+    }
+
+    #[test]
+    fn options_that_would_be_ignored_are_errors() {
+        assert_eq!(
+            error(&["--no-limit", "--redis", "redis://127.0.0.1/"]),
+            "--redis configures the rate limiter, and --no-limit runs without one"
+        );
+        assert_eq!(
+            error(&["--legacy", "--no-limit"]),
+            "--legacy configures the rate limiter, and --no-limit runs without one"
+        );
+        assert!(error(&["--max-delay-ms", "100"]).starts_with("--max-delay-ms: only the leaky bucket"));
+        assert!(error(&["--algorithm", "fixed", "--max-delay-ms", "100"]).contains("Fixed never does"));
+        assert!(parse(&["--algorithm", "leaky", "--max-delay-ms", "100"]).is_ok());
+        assert!(parse(&["--no-limit", "--listen", "127.0.0.1:0"]).is_ok());
+        if cfg!(feature = "redis") {
+            assert_eq!(
+                error(&["--redis", "redis://127.0.0.1/", "--capacity", "10"]),
+                "--capacity: with --redis the keys live in Redis, not in a table of the gateway"
+            );
+        } else {
+            assert!(error(&["--redis", "redis://127.0.0.1/"]).contains("built without the `redis` feature"));
+        }
+    }
 }

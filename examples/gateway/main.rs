@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::error::Error;
 use std::fmt::Display;
 use std::hash::Hash;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use http::{Request, Response};
@@ -30,12 +31,25 @@ use tollgate::{
 };
 use tower::{Layer, Service};
 
-use counters::{Count, Counters};
+use counters::{Count, Counters, LayerAnswer};
 use flags::{AlgorithmChoice, Flags, KeyChoice, USAGE};
 use upstream::Upstream;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // Display, not Debug: `--capacity 0: ...`, not `Zero`.
+            eprintln!("gateway: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads the flags, builds the limiter they ask for, and only then listens, prints the banner
+/// and serves: a command line the gateway cannot honour fails before anything is printed.
+async fn run() -> Result<(), Box<dyn Error>> {
     let Some(flags) = Flags::parse(std::env::args().skip(1))? else {
         println!("{USAGE}");
         return Ok(());
@@ -44,7 +58,23 @@ async fn main() -> Result<(), Box<dyn Error>> {
         Some(base) => Upstream::proxy(base.clone()),
         None => Upstream::Hello,
     };
-    let listener = TcpListener::bind(flags.listen).await?;
+    if !flags.limit {
+        let listener = listen(&flags).await?;
+        println!("no rate limit (--no-limit)");
+        return serve(listener, upstream).await;
+    }
+    match &flags.key {
+        KeyChoice::Peer => with_limiter(upstream, &flags, PeerIp).await,
+        KeyChoice::Header(name) => with_limiter(upstream, &flags, HeaderKey::new(name.clone())).await,
+        KeyChoice::ClientIp(client_ip) => with_limiter(upstream, &flags, client_ip.clone()).await,
+    }
+}
+
+/// Binds `--listen` and prints the banner's first line.
+async fn listen(flags: &Flags) -> Result<TcpListener, Box<dyn Error>> {
+    let listener = TcpListener::bind(flags.listen)
+        .await
+        .map_err(|e| format!("--listen {}: {e}", flags.listen))?;
     println!(
         "gateway on http://{} -> {}",
         listener.local_addr()?,
@@ -53,64 +83,51 @@ async fn main() -> Result<(), Box<dyn Error>> {
             .as_ref()
             .map_or("built-in hello".to_owned(), ToString::to_string)
     );
-    if !flags.limit {
-        println!("no rate limit (--no-limit)");
-        return serve(listener, upstream).await;
-    }
-    println!(
-        "limit: {:?} at {} per key, keyed by {:?}{}",
-        flags.algorithm,
-        flags.quota,
-        flags.key,
-        flags
-            .redis
-            .as_ref()
-            .map_or(String::new(), |url| format!(", shared through {url}"))
-    );
-    match &flags.key {
-        KeyChoice::Peer => with_limiter(listener, upstream, &flags, PeerIp).await,
-        KeyChoice::Header(name) => {
-            with_limiter(listener, upstream, &flags, HeaderKey::new(name.clone())).await
-        }
-        KeyChoice::ClientIp(client_ip) => with_limiter(listener, upstream, &flags, client_ip.clone()).await,
-    }
+    Ok(listener)
+}
+
+/// The error of an option's value, named: `--quota 0/s: ...`.
+fn named<E: Display>(option: &'static str, value: impl Display) -> impl FnOnce(E) -> String {
+    move |error| format!("{option} {value}: {error}")
 }
 
 /// Builds the limiter the flags ask for, over the extractor's key type, and serves with it.
-async fn with_limiter<X>(
-    listener: TcpListener,
-    upstream: Upstream,
-    flags: &Flags,
-    extractor: X,
-) -> Result<(), Box<dyn Error>>
+async fn with_limiter<X>(upstream: Upstream, flags: &Flags, extractor: X) -> Result<(), Box<dyn Error>>
 where
     X: KeyExtractor,
     X::Key: Hash + Eq + Clone + Display,
 {
     if let Some(url) = &flags.redis {
-        return through_redis(listener, upstream, flags, extractor, url).await;
+        return through_redis(upstream, flags, extractor, url).await;
     }
     let (quota, capacity) = (flags.quota, flags.capacity);
+    let bad_quota = || named("--quota", quota);
+    let bad_capacity = || named("--capacity", capacity);
     match flags.algorithm {
         AlgorithmChoice::Token => {
-            let limiter = KeyedLimiter::<X::Key, _>::new(TokenBucket::new(quota)?, capacity)?;
-            limited(listener, upstream, flags, limiter, extractor).await
+            let bucket = TokenBucket::new(quota).map_err(bad_quota())?;
+            let limiter = KeyedLimiter::<X::Key, _>::new(bucket, capacity).map_err(bad_capacity())?;
+            limited(upstream, flags, limiter, extractor).await
         }
         AlgorithmChoice::Leaky => {
-            let limiter = KeyedLimiter::<X::Key, _>::new(LeakyBucket::new(quota)?, capacity)?;
-            limited(listener, upstream, flags, limiter, extractor).await
+            let bucket = LeakyBucket::new(quota).map_err(bad_quota())?;
+            let limiter = KeyedLimiter::<X::Key, _>::new(bucket, capacity).map_err(bad_capacity())?;
+            limited(upstream, flags, limiter, extractor).await
         }
         AlgorithmChoice::Fixed => {
-            let limiter = KeyedLimiter::<X::Key, _>::new(FixedWindow::new(quota)?, capacity)?;
-            limited(listener, upstream, flags, limiter, extractor).await
+            let window = FixedWindow::new(quota).map_err(bad_quota())?;
+            let limiter = KeyedLimiter::<X::Key, _>::new(window, capacity).map_err(bad_capacity())?;
+            limited(upstream, flags, limiter, extractor).await
         }
         AlgorithmChoice::Sliding => {
-            let limiter = KeyedLimiter::<X::Key, _>::new(SlidingWindow::new(quota)?, capacity)?;
-            limited(listener, upstream, flags, limiter, extractor).await
+            let window = SlidingWindow::new(quota).map_err(bad_quota())?;
+            let limiter = KeyedLimiter::<X::Key, _>::new(window, capacity).map_err(bad_capacity())?;
+            limited(upstream, flags, limiter, extractor).await
         }
         AlgorithmChoice::Log => {
-            let limiter = KeyedLogLimiter::<X::Key>::new(SlidingLog::new(quota)?, capacity)?;
-            limited(listener, upstream, flags, limiter, extractor).await
+            let log = SlidingLog::new(quota).map_err(bad_quota())?;
+            let limiter = KeyedLogLimiter::<X::Key>::new(log, capacity).map_err(bad_capacity())?;
+            limited(upstream, flags, limiter, extractor).await
         }
     }
 }
@@ -119,7 +136,6 @@ where
 /// per key. While Redis is away the gateway fails closed (429, retry in a second).
 #[cfg(feature = "redis")]
 async fn through_redis<X>(
-    listener: TcpListener,
     upstream: Upstream,
     flags: &Flags,
     extractor: X,
@@ -131,12 +147,13 @@ where
 {
     use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
     let quota = flags.quota;
+    let bad_quota = || named("--quota", quota);
     let algorithm: RedisAlgorithm = match flags.algorithm {
-        AlgorithmChoice::Token => TokenBucket::new(quota)?.into(),
-        AlgorithmChoice::Leaky => LeakyBucket::new(quota)?.into(),
-        AlgorithmChoice::Fixed => FixedWindow::new(quota)?.into(),
-        AlgorithmChoice::Sliding => SlidingWindow::new(quota)?.into(),
-        AlgorithmChoice::Log => SlidingLog::new(quota)?.into(),
+        AlgorithmChoice::Token => TokenBucket::new(quota).map_err(bad_quota())?.into(),
+        AlgorithmChoice::Leaky => LeakyBucket::new(quota).map_err(bad_quota())?.into(),
+        AlgorithmChoice::Fixed => FixedWindow::new(quota).map_err(bad_quota())?.into(),
+        AlgorithmChoice::Sliding => SlidingWindow::new(quota).map_err(bad_quota())?.into(),
+        AlgorithmChoice::Log => SlidingLog::new(quota).map_err(bad_quota())?.into(),
     };
     let policy = FailurePolicy::FailClosed {
         retry_after: std::time::Duration::from_secs(1),
@@ -144,23 +161,24 @@ where
     let limiter = RedisLimiter::builder(url, algorithm, policy)
         .prefix("gateway:")
         .connect()
-        .await?;
-    limited(listener, upstream, flags, limiter, extractor).await
+        .await
+        .map_err(named("--redis", url))?;
+    limited(upstream, flags, limiter, extractor).await
 }
 
+/// Never called: `Flags::parse` refuses `--redis` in a build without the `redis` feature.
 #[cfg(not(feature = "redis"))]
 async fn through_redis<X: KeyExtractor>(
-    _: TcpListener,
     _: Upstream,
     _: &Flags,
     _: X,
-    _: &str,
+    url: &str,
 ) -> Result<(), Box<dyn Error>> {
-    Err("--redis needs the `redis` feature: cargo run --release --features tower,redis --example gateway -- ...".into())
+    Err(format!("--redis {url}: this gateway was built without the `redis` feature").into())
 }
 
+/// Listens, prints the banner and serves `upstream` behind `limiter`.
 async fn limited<L, X>(
-    listener: TcpListener,
     upstream: Upstream,
     flags: &Flags,
     limiter: L,
@@ -171,6 +189,17 @@ where
     X: KeyExtractor,
     X::Key: Clone,
 {
+    let listener = listen(flags).await?;
+    println!(
+        "limit: {:?} at {} per key, keyed by {:?}{}",
+        flags.algorithm,
+        flags.quota,
+        flags.key,
+        flags
+            .redis
+            .as_ref()
+            .map_or(String::new(), |url| format!(", shared through {url}"))
+    );
     let mut layer = RateLimitLayer::builder(limiter, extractor)
         .legacy_fields(flags.legacy)
         .fields_on_admitted(flags.admitted_fields);
@@ -181,12 +210,12 @@ where
 }
 
 /// Accepts connections for ever, serving HTTP/1.1 and HTTP/2 (prior knowledge) with `service`
-/// behind a counter of admitted and refused requests.
+/// behind a counter of admitted, refused, unavailable and keyless requests.
 async fn serve<S, B>(listener: TcpListener, service: S) -> Result<(), Box<dyn Error>>
 where
     S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
-    B: hyper::body::Body + Send + 'static,
+    B: hyper::body::Body + LayerAnswer + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn Error + Send + Sync>>,
 {

@@ -29,13 +29,23 @@ pub enum ForwardedHeader {
 ///    client, and the headers are ignored.
 /// 2. Otherwise walk the header's entries from the right, skipping trusted proxies: the first
 ///    address that is not one is the client.
-/// 3. If every entry is a trusted proxy, the left-most entry (the first hop) is the client; with
-///    no entry at all, the peer is.
+/// 3. If every entry is a trusted proxy, the right-most entry is the client: the address the
+///    peer proxy itself saw and appended, which the client cannot write. With no entry at all,
+///    the peer is.
 ///
-/// The left-most entry is never believed on its own (tower_governor's smart extractor does, and
-/// any client can spoof it). An entry in the trusted part of the chain that is not an address
-/// (`unknown`, garbage) is a [`KeyError::MalformedForwarded`]: the request gets the layer's
-/// [`MissingKey`](super::MissingKey) behaviour.
+/// So the key is always an address written by a trusted proxy (or the peer itself), never one
+/// a client wrote: the entries to the left of the right-most untrusted one, or of the
+/// right-most entry when all are trusted, are never read (tower_governor's smart extractor
+/// believes the left-most entry, and any client can spoof it). An entry in the trusted part of
+/// the chain that is not an address (`unknown`, garbage) is a [`KeyError::MalformedForwarded`]:
+/// the request gets the layer's [`MissingKey`](super::MissingKey) behaviour.
+///
+/// **The trusted ranges must hold your proxies and nothing else.** A client whose own address
+/// is in a trusted range is taken for a proxy. Behind one of your proxies it is still keyed by
+/// its own address (the right-most entry, rule 3), but connecting directly it is the peer, and
+/// whatever it writes in the header is believed: it chooses its key at will. Never trust a
+/// range that contains clients (a whole private network your users are on, `0.0.0.0/0`, `::/0`):
+/// list the proxies' own addresses, or a subnet that holds only them.
 ///
 /// ```
 /// use tollgate::middleware::{ClientIp, ForwardedHeader};
@@ -95,9 +105,11 @@ impl ClientIp {
                 }
             }
         }
-        // Every entry is a trusted proxy (the loop returned on anything else).
-        Ok(match hops.first() {
-            Some(Hop::Ip(first)) => *first,
+        // Every entry is a trusted proxy (the loop returned on anything else). The right-most
+        // was appended by the peer, which is trusted; anything to its left may have been
+        // written by a client inside a trusted range.
+        Ok(match hops.last() {
+            Some(Hop::Ip(last)) => *last,
             _ => peer,
         })
     }
@@ -155,10 +167,15 @@ mod tests {
             client(&proxies, "198.51.100.4", (xff, "203.0.113.7"))?,
             "198.51.100.4"
         );
-        // Only proxies: the first hop.
+        // Only trusted addresses: the right-most, which the peer proxy appended; the left-most
+        // may be a client in a trusted range writing what it likes.
         assert_eq!(
             client(&proxies, "10.0.0.2", (xff, "10.1.1.1, 10.2.2.2"))?,
-            "10.1.1.1"
+            "10.2.2.2"
+        );
+        assert_eq!(
+            client(&proxies, "10.0.0.2", (xff, "10.66.66.66, 10.1.1.1, 10.2.2.2"))?,
+            "10.2.2.2"
         );
         // No header: the peer.
         assert_eq!(client(&proxies, "10.0.0.2", ("x-other", "1.2.3.4"))?, "10.0.0.2");

@@ -1,6 +1,12 @@
 //! The response fields that tell a client its limit: `RateLimit-Policy`, `RateLimit`
 //! (draft-ietf-httpapi-ratelimit-headers, structured fields), `Retry-After`, and the legacy
 //! `X-RateLimit-*`.
+//!
+//! `t` has one meaning on every response, the draft's (-10: "the number of seconds until
+//! additional quota associated with the quota policy is made available"; -11: "the number of
+//! seconds within which the client can use no more than the available quota"): the time until
+//! more than `r` units pass. A refusal's is its retry-after; an admitted response's comes from
+//! the policy's refill, and is left out when the refill is unknown.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::policy::Policy;
+use super::policy::{Policy, Refill};
 use crate::Decision;
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -72,51 +78,102 @@ pub(crate) struct Fields {
     policy_value: HeaderValue,
     /// `X-RateLimit-Limit`, the same on every response.
     limit_value: HeaderValue,
+    /// The limiter's quota (not scaled as announced): the units it holds when full.
+    quota: u64,
+    /// How its used units come back.
+    refill: Refill,
     /// Whether admitted responses carry the fields too.
     pub(crate) on_admitted: bool,
     /// Whether the legacy `X-RateLimit-Limit/Remaining/Reset` are written too.
     pub(crate) legacy: bool,
 }
 
+/// The `q` and `w` announced for `policy`: `w` the window in whole seconds, rounded up (at
+/// least 1, as the draft wants), and `q` the quota scaled to that window, rounded down: never
+/// more than the limiter admits in `w` seconds at its sustained rate.
+fn announced(policy: Policy) -> (u64, u64) {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    let w = ceil_secs(policy.window).max(1);
+    let window = policy.window.as_nanos().max(1);
+    let rounded = u128::from(w) * NANOS_PER_SEC;
+    if rounded == window {
+        return (policy.quota, w);
+    }
+    // `rounded > window`, so the scaled quota is at least `quota`: on overflow, `quota` itself
+    // still promises no more than the limiter gives.
+    let q = u128::from(policy.quota)
+        .checked_mul(rounded)
+        .map_or(u128::from(policy.quota), |units| units / window);
+    (u64::try_from(q).unwrap_or(u64::MAX), w)
+}
+
 impl Fields {
     /// The fields of a policy whose name [`quote_policy_name`] wrote.
     pub(crate) fn new(name: QuotedName, policy: Policy) -> Fields {
-        let value = format!("{};q={};w={}", name.0, policy.quota, ceil_secs(policy.window));
+        let (q, w) = announced(policy);
+        let value = format!("{};q={q};w={w}", name.0);
         // The quoted name is printable ASCII and the rest digits, so this never falls back.
         let policy_value = HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""));
         Fields {
             name: name.0,
             policy_value,
-            limit_value: decimal_value(policy.quota),
+            limit_value: decimal_value(q),
+            quota: policy.quota,
+            refill: policy.refill,
             on_admitted: false,
             legacy: false,
         }
     }
 
-    /// The fields for an admitted request: `t` is the time until the quota is whole again.
+    /// The fields for an admitted request: `t` is the time until more than `remaining` units
+    /// pass (additional quota is made available), when the policy's refill tells it.
     pub(crate) fn admitted(&self, decision: &Decision) -> PreparedFields {
-        self.prepare(decision.remaining(), decision.reset_after())
+        self.prepare(decision.remaining(), self.next_unit(decision))
     }
 
-    /// Writes the fields: `remaining` units pass now, `t` is `reset` in whole seconds, rounded up.
-    pub(crate) fn write_values(&self, headers: &mut HeaderMap, remaining: u64, reset: Duration) {
-        self.prepare(remaining, reset).write(headers);
+    /// When the next unit comes back after an admitted `decision`: `None` when the limiter is
+    /// full (nothing to come back) or its refill is unknown.
+    fn next_unit(&self, decision: &Decision) -> Option<Duration> {
+        // `quota - remaining - 1`: the used units that come back after the next one.
+        let after_next = self.quota.checked_sub(decision.remaining())?.checked_sub(1)?;
+        match self.refill {
+            // GCRA: `remaining = quota - ceil(reset / interval)`, so the next unit comes
+            // `reset - after_next * interval` from now, in (0, interval].
+            Refill::Steady { interval } => {
+                let back = interval.as_nanos().saturating_mul(u128::from(after_next));
+                let next = decision.reset_after().as_nanos().saturating_sub(back);
+                Some(Duration::from_nanos(u64::try_from(next).unwrap_or(u64::MAX)))
+            }
+            Refill::AtWindowEnd => Some(decision.reset_after()),
+            Refill::Unknown => None,
+        }
     }
 
-    /// The field values, ready to be written on a response that does not exist yet.
-    pub(crate) fn prepare(&self, remaining: u64, reset: Duration) -> PreparedFields {
-        let reset = ceil_secs(reset);
+    /// Writes the fields of a refusal: `remaining` units pass now, and more in `retry_after`
+    /// (the same request passes then).
+    pub(crate) fn write_values(&self, headers: &mut HeaderMap, remaining: u64, retry_after: Duration) {
+        self.prepare(remaining, Some(retry_after)).write(headers);
+    }
+
+    /// The field values, ready to be written on a response that does not exist yet: `r` is
+    /// `remaining`, `t` (absent when `None`) is `more` in whole seconds, rounded up.
+    pub(crate) fn prepare(&self, remaining: u64, more: Option<Duration>) -> PreparedFields {
+        let more = more.map(ceil_secs);
         // `"name";r=R;t=T`, written by hand: `format!` costs more than the rest of the field.
-        let (r, t) = (Decimal::new(remaining), Decimal::new(reset));
-        let (r, t) = (r.as_bytes(), t.as_bytes());
+        let r = Decimal::new(remaining);
+        let t = more.map(Decimal::new);
+        let (r, t) = (r.as_bytes(), t.as_ref().map_or(&[][..], Decimal::as_bytes));
+        let t_len = if more.is_some() { 3 + t.len() } else { 0 };
         // Exactly the value's length: `Bytes` then takes the buffer as it is, where spare room
         // would cost it a second allocation.
-        let mut value = Vec::with_capacity(self.name.len() + 6 + r.len() + t.len());
+        let mut value = Vec::with_capacity(self.name.len() + 3 + r.len() + t_len);
         value.extend_from_slice(self.name.as_bytes());
         value.extend_from_slice(b";r=");
         value.extend_from_slice(r);
-        value.extend_from_slice(b";t=");
-        value.extend_from_slice(t);
+        if more.is_some() {
+            value.extend_from_slice(b";t=");
+            value.extend_from_slice(t);
+        }
         debug_assert_eq!(value.len(), value.capacity());
         PreparedFields {
             policy: self.policy_value.clone(),
@@ -126,7 +183,7 @@ impl Fields {
                 (
                     self.limit_value.clone(),
                     decimal_value(remaining),
-                    decimal_value(reset),
+                    more.map(decimal_value),
                 )
             }),
         }
@@ -138,8 +195,8 @@ impl Fields {
 pub(crate) struct PreparedFields {
     policy: HeaderValue,
     ratelimit: Option<HeaderValue>,
-    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`, when asked for.
-    legacy: Option<(HeaderValue, HeaderValue, HeaderValue)>,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` (absent with `t`), when asked for.
+    legacy: Option<(HeaderValue, HeaderValue, Option<HeaderValue>)>,
 }
 
 impl PreparedFields {
@@ -157,7 +214,9 @@ impl PreparedFields {
             if !headers.contains_key(&X_RATELIMIT_LIMIT) {
                 headers.insert(X_RATELIMIT_LIMIT.clone(), limit);
                 headers.insert(X_RATELIMIT_REMAINING.clone(), remaining);
-                headers.insert(X_RATELIMIT_RESET.clone(), reset);
+                if let Some(reset) = reset {
+                    headers.insert(X_RATELIMIT_RESET.clone(), reset);
+                }
             }
         }
     }
@@ -224,7 +283,8 @@ impl std::error::Error for PolicyNameError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DirectLimiter, ManualClock, TokenBucket};
+    use crate::middleware::AnnouncedPolicy;
+    use crate::{DirectLimiter, FixedWindow, LeakyBucket, ManualClock, SlidingWindow, TokenBucket};
 
     #[test]
     fn decimals_are_written_exactly() {
@@ -246,16 +306,14 @@ mod tests {
 
     #[test]
     fn fields_are_structured_and_rounded_up() -> Result<(), Box<dyn std::error::Error>> {
-        let policy = Policy {
-            quota: 100,
-            window: Duration::from_secs(60),
-        };
-        let mut fields = Fields::new(QuotedName::default_name(), policy);
+        let bucket = TokenBucket::new("1/1500ms".parse()?)?;
+        let mut fields = Fields::new(QuotedName::default_name(), bucket.policy());
         fields.legacy = true;
-        let limiter = DirectLimiter::with_clock(TokenBucket::new("1/1500ms".parse()?)?, ManualClock::new());
+        let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
         let mut headers = HeaderMap::new();
         fields.admitted(&limiter.check()).write(&mut headers);
-        assert_eq!(headers["ratelimit-policy"], r#""default";q=100;w=60"#);
+        // 1 per 1.5 s, announced per whole 2 s: still 1 (1.33 rounded down).
+        assert_eq!(headers["ratelimit-policy"], r#""default";q=1;w=2"#);
         assert_eq!(headers["ratelimit"], r#""default";r=0;t=2"#);
         let refused = limiter.check();
         let mut headers = HeaderMap::new();
@@ -263,18 +321,98 @@ mod tests {
         write_retry_after(&mut headers, refused.retry_after());
         assert_eq!(headers["ratelimit"], r#""default";r=0;t=2"#);
         assert_eq!(headers["retry-after"], "2");
-        assert_eq!(headers["x-ratelimit-limit"], "100");
+        assert_eq!(headers["x-ratelimit-limit"], "1");
         assert_eq!(headers["x-ratelimit-remaining"], "0");
         assert_eq!(headers["x-ratelimit-reset"], "2");
         Ok(())
     }
 
+    /// The `RateLimit-Policy` value announced for `policy`.
+    fn announcement(policy: Policy) -> HeaderValue {
+        Fields::new(QuotedName::default_name(), policy).policy_value
+    }
+
+    #[test]
+    fn windows_that_are_not_whole_seconds_scale_the_quota_down() -> Result<(), Box<dyn std::error::Error>> {
+        // 10 a second, one at a time: 10 per second, not 1.
+        assert_eq!(
+            announcement(TokenBucket::new("10/s burst 1".parse()?)?.policy()),
+            r#""default";q=10;w=1"#
+        );
+        assert_eq!(
+            announcement(SlidingWindow::new("7/250ms".parse()?)?.policy()),
+            r#""default";q=28;w=1"#
+        );
+        // 5 per 1.5 s is 6.67 per 2 s: 6, never more than the limiter gives.
+        assert_eq!(
+            announcement(FixedWindow::new("5 per 1500ms".parse()?)?.policy()),
+            r#""default";q=6;w=2"#
+        );
+        // Whole seconds are announced as they are.
+        assert_eq!(
+            announcement(TokenBucket::new("10/s burst 20".parse()?)?.policy()),
+            r#""default";q=20;w=2"#
+        );
+        assert_eq!(
+            announcement(LeakyBucket::new("3/min".parse()?)?.policy()),
+            r#""default";q=3;w=60"#
+        );
+        assert_eq!(
+            announcement(Policy::new(u64::MAX, Duration::from_nanos(u64::MAX))),
+            format!(r#""default";q={};w={}"#, u64::MAX, u64::MAX / 1_000_000_000 + 1).as_str()
+        );
+        Ok(())
+    }
+
+    /// The `t` of an admitted response after `decision`, as written.
+    fn admitted_t(fields: &Fields, decision: &Decision) -> Option<String> {
+        let mut headers = HeaderMap::new();
+        fields.admitted(decision).write(&mut headers);
+        let value = headers["ratelimit"].to_str().ok()?.to_owned();
+        value.split_once(";t=").map(|(_, t)| t.to_owned())
+    }
+
+    #[test]
+    fn t_is_when_more_quota_comes_whatever_the_outcome() -> Result<(), Box<dyn std::error::Error>> {
+        let clock = ManualClock::new();
+        // A token every 20 s: the next one is 20 s away however many are spent.
+        let bucket = TokenBucket::new("3/min".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), bucket.policy());
+        let limiter = DirectLimiter::with_clock(bucket, clock.clone());
+        for _ in 0..3 {
+            assert_eq!(admitted_t(&fields, &limiter.check()).as_deref(), Some("20"));
+        }
+        assert_eq!(ceil_secs(limiter.check().retry_after()), 20);
+        clock.advance(Duration::from_secs(15));
+        assert_eq!(ceil_secs(limiter.check().retry_after()), 5);
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(admitted_t(&fields, &limiter.check()).as_deref(), Some("20"));
+        // The shaper: the same arithmetic.
+        let shaper = LeakyBucket::new("2/s burst 4".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), shaper.policy());
+        let limiter = DirectLimiter::with_clock(shaper, clock.clone());
+        let mut ts = Vec::new();
+        for _ in 0..4 {
+            ts.push(fields.next_unit(&limiter.check()));
+        }
+        assert_eq!(ts, [Some(Duration::from_millis(500)); 4]);
+        // A fixed window gives everything back when it ends.
+        let window = FixedWindow::new("2/10s".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), window.policy());
+        let limiter = DirectLimiter::with_clock(window, ManualClock::new());
+        let first = limiter.check();
+        assert_eq!(fields.next_unit(&first), Some(first.reset_after()));
+        // A sliding window's units come back at times the decision does not tell: no `t`.
+        let sliding = SlidingWindow::new("2/10s".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), sliding.policy());
+        let limiter = DirectLimiter::with_clock(sliding, ManualClock::new());
+        assert_eq!(admitted_t(&fields, &limiter.check()), None);
+        Ok(())
+    }
+
     #[test]
     fn policy_names_are_escaped_or_refused() -> Result<(), Box<dyn std::error::Error>> {
-        let policy = Policy {
-            quota: 1,
-            window: Duration::from_millis(1),
-        };
+        let policy = Policy::new(1, Duration::from_secs(1));
         let fields = Fields::new(quote_policy_name(r#"say "hi" \o/"#)?, policy);
         assert_eq!(fields.policy_value, r#""say \"hi\" \\o/";q=1;w=1"#);
         assert_eq!(

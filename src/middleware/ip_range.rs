@@ -7,7 +7,10 @@ use std::str::FromStr;
 /// A block of IP addresses, `address/prefix`, such as the addresses of trusted proxies.
 ///
 /// IPv4-mapped IPv6 addresses (`::ffff:192.0.2.1`) are read as the IPv4 address they carry,
-/// both in ranges and in the addresses tested.
+/// both in ranges and in the addresses tested. A mapped range keeps its IPv6 prefix, 96 bits
+/// more than the IPv4 one: `::ffff:10.0.0.0/104` is `10.0.0.0/8`. A mapped range with a prefix
+/// under /96 would reach past the mapped addresses (`::ffff:a00:0/8` is `::/8` in IPv6, not
+/// `10.0.0.0/8`): it is an error.
 ///
 /// ```
 /// use tollgate::middleware::IpRange;
@@ -31,10 +34,26 @@ impl IpRange {
     ///
     /// # Errors
     /// [`IpRangeError::PrefixTooLong`] when `prefix` exceeds the address's width (32 or 128);
-    /// [`IpRangeError::HostBitsSet`] when `network` has bits set after the prefix (`10.0.0.1/8`
-    /// is most likely a typo for `10.0.0.1/32` or `10.0.0.0/8`).
+    /// [`IpRangeError::MappedPrefixTooShort`] when `network` is IPv4-mapped and `prefix` under
+    /// 96; [`IpRangeError::HostBitsSet`] when `network` has bits set after the prefix
+    /// (`10.0.0.1/8` is most likely a typo for `10.0.0.1/32` or `10.0.0.0/8`).
     pub fn new(network: IpAddr, prefix: u8) -> Result<IpRange, IpRangeError> {
-        let network = network.to_canonical();
+        let canonical = network.to_canonical();
+        let prefix = if canonical == network {
+            prefix
+        } else {
+            // IPv4-mapped: the IPv6 prefix covers the 96 bits of `::ffff:` first.
+            if u32::from(prefix) > bits(network) {
+                return Err(IpRangeError::PrefixTooLong {
+                    prefix,
+                    max: bits(network),
+                });
+            }
+            prefix
+                .checked_sub(96)
+                .ok_or(IpRangeError::MappedPrefixTooShort { network, prefix })?
+        };
+        let network = canonical;
         let width = bits(network);
         if u32::from(prefix) > width {
             return Err(IpRangeError::PrefixTooLong { prefix, max: width });
@@ -95,7 +114,8 @@ impl FromStr for IpRange {
         let network: IpAddr = address.parse().map_err(|_| invalid())?;
         let prefix = match prefix {
             Some(prefix) => prefix.parse::<u8>().map_err(|_| invalid())?,
-            None => bits(network.to_canonical()) as u8,
+            // A single address: every bit of it, as written (128 for a mapped one).
+            None => bits(network) as u8,
         };
         IpRange::new(network, prefix)
     }
@@ -123,6 +143,14 @@ pub enum IpRangeError {
         /// The address's width in bits.
         max: u32,
     },
+    /// An IPv4-mapped network (`::ffff:a.b.c.d`) with a prefix under /96, which would reach
+    /// past the mapped addresses.
+    MappedPrefixTooShort {
+        /// The network given.
+        network: IpAddr,
+        /// The prefix given.
+        prefix: u8,
+    },
     /// Bits set after the prefix.
     HostBitsSet {
         /// The address given.
@@ -142,6 +170,10 @@ impl fmt::Display for IpRangeError {
             IpRangeError::PrefixTooLong { prefix, max } => {
                 write!(f, "a prefix of /{prefix} is longer than the address (at most /{max})")
             }
+            IpRangeError::MappedPrefixTooShort { network, prefix } => write!(
+                f,
+                "{network}/{prefix} is an IPv4-mapped range with a prefix under /96, which reaches past the mapped addresses (write the IPv4 range, or its mapped form with 96 more bits: ::ffff:10.0.0.0/104 for 10.0.0.0/8)"
+            ),
             IpRangeError::HostBitsSet { network, prefix } => write!(
                 f,
                 "{network}/{prefix} has bits set after the prefix (write the network address, or /{} for one address)",
@@ -203,5 +235,40 @@ mod tests {
             "::/129".parse::<IpRange>(),
             Err(IpRangeError::PrefixTooLong { .. })
         ));
+    }
+
+    #[test]
+    fn mapped_ranges_keep_their_ipv6_prefix() -> Result<(), IpRangeError> {
+        // `::ffff:a00:0/8` is `::/8` in IPv6: not `10.0.0.0/8`, and not a mapped range at all.
+        assert_eq!(
+            "::ffff:a00:0/8".parse::<IpRange>(),
+            Err(IpRangeError::MappedPrefixTooShort {
+                network: ip("::ffff:10.0.0.0"),
+                prefix: 8
+            })
+        );
+        assert!(matches!(
+            "::ffff:0.0.0.0/95".parse::<IpRange>(),
+            Err(IpRangeError::MappedPrefixTooShort { prefix: 95, .. })
+        ));
+        let mapped: IpRange = "::ffff:10.0.0.0/104".parse()?;
+        assert_eq!(mapped, "10.0.0.0/8".parse()?);
+        assert!(mapped.contains(ip("10.1.2.3")));
+        assert!(mapped.contains(ip("::ffff:10.1.2.3")));
+        assert!(!mapped.contains(ip("11.0.0.1")));
+        assert_eq!("::ffff:0.0.0.0/96".parse::<IpRange>()?, "0.0.0.0/0".parse()?);
+        assert_eq!("::ffff:192.0.2.1".parse::<IpRange>()?, "192.0.2.1/32".parse()?);
+        assert!(matches!(
+            "::ffff:10.0.0.1/104".parse::<IpRange>(),
+            Err(IpRangeError::HostBitsSet { prefix: 8, .. })
+        ));
+        assert!(matches!(
+            "::ffff:10.0.0.0/129".parse::<IpRange>(),
+            Err(IpRangeError::PrefixTooLong {
+                prefix: 129,
+                max: 128
+            })
+        ));
+        Ok(())
     }
 }

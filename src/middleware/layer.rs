@@ -189,7 +189,8 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     }
 
     /// Whether the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
-    /// (seconds from now) are written beside the IETF fields (default: no).
+    /// (the `q`, `r` and `t` of the IETF fields: `Reset` in seconds from now, absent when `t`
+    /// is) are written beside the IETF fields (default: no).
     pub fn legacy_fields(mut self, on: bool) -> Self {
         self.shared.fields.legacy = on;
         self

@@ -6,13 +6,50 @@ use crate::algorithm::Algorithm;
 use crate::{FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 
 /// A quota as the IETF RateLimit fields state it (draft-ietf-httpapi-ratelimit-headers):
-/// `quota` units per `window`, written `q` and `w` (`w` in whole seconds, rounded up).
+/// `quota` units per `window`, written `q` and `w` (`w` in whole seconds: a window that is not a
+/// whole number of seconds is announced rounded up, with `q` scaled down to match and rounded
+/// down, so the announcement never promises more than the limiter gives: `"10/s burst 1"` is
+/// `q=10;w=1`), and, for the algorithms of this crate, how used units come back (what the `t`
+/// of an admitted response is computed from). Build one with [`Policy::new`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// `q`: the units the policy allows per window.
     pub quota: u64,
     /// `w`: the window.
     pub window: Duration,
+    /// How used units come back (set by the algorithms' [`AnnouncedPolicy`]).
+    pub(crate) refill: Refill,
+}
+
+impl Policy {
+    /// `quota` units per `window`, for a limiter of your own. The layer cannot tell when its
+    /// used units come back, so admitted responses carry no `t` in their `RateLimit` field
+    /// (refusals do: their retry-after).
+    pub fn new(quota: u64, window: Duration) -> Policy {
+        Policy {
+            quota,
+            window,
+            refill: Refill::Unknown,
+        }
+    }
+}
+
+/// How a limiter's used units come back: what the layer needs to tell an admitted client when
+/// more quota is made available (the `t` of the `RateLimit` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Refill {
+    /// One unit every `interval`, steadily (the buckets): the next one comes
+    /// `reset_after - (quota - remaining - 1) * interval` from now.
+    Steady {
+        /// The time one unit takes to come back.
+        interval: Duration,
+    },
+    /// All at once when the window ends (the fixed window): at `reset_after`.
+    AtWindowEnd,
+    /// At times a `Decision` does not tell (the sliding window and log, whose units come back
+    /// as old requests leave the window, or a limiter of your own): admitted responses carry no
+    /// `t` (the draft makes it optional).
+    Unknown,
 }
 
 /// An algorithm whose parameters can be announced as a [`Policy`].
@@ -26,12 +63,14 @@ pub trait AnnouncedPolicy {
     fn policy(&self) -> Policy;
 }
 
-/// `burst` units per `burst` emission intervals (validated at construction to fit a `u64`).
+/// `burst` units per `burst` emission intervals (validated at construction to fit a `u64`),
+/// one coming back every interval.
 fn bucket_policy(burst: u64, interval: Duration) -> Policy {
-    let interval = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    let nanos = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
     Policy {
         quota: burst,
-        window: Duration::from_nanos(burst.saturating_mul(interval)),
+        window: Duration::from_nanos(burst.saturating_mul(nanos)),
+        refill: Refill::Steady { interval },
     }
 }
 
@@ -52,25 +91,20 @@ impl AnnouncedPolicy for FixedWindow {
         Policy {
             quota: self.limit(),
             window: self.window(),
+            refill: Refill::AtWindowEnd,
         }
     }
 }
 
 impl AnnouncedPolicy for SlidingWindow {
     fn policy(&self) -> Policy {
-        Policy {
-            quota: self.limit(),
-            window: self.window(),
-        }
+        Policy::new(self.limit(), self.window())
     }
 }
 
 impl AnnouncedPolicy for SlidingLog {
     fn policy(&self) -> Policy {
-        Policy {
-            quota: self.limit(),
-            window: self.window(),
-        }
+        Policy::new(self.limit(), self.window())
     }
 }
 
@@ -85,36 +119,37 @@ mod tests {
             TokenBucket::new("100/min".parse()?)?.policy(),
             Policy {
                 quota: 100,
-                window: minute
+                window: minute,
+                refill: Refill::Steady {
+                    interval: Duration::from_millis(600)
+                },
             }
         );
         assert_eq!(
             LeakyBucket::new("10/s burst 20".parse()?)?.policy(),
             Policy {
                 quota: 20,
-                window: Duration::from_secs(2)
+                window: Duration::from_secs(2),
+                refill: Refill::Steady {
+                    interval: Duration::from_millis(100)
+                },
             }
         );
         assert_eq!(
             FixedWindow::new("100/min".parse()?)?.policy(),
             Policy {
                 quota: 100,
-                window: minute
+                window: minute,
+                refill: Refill::AtWindowEnd,
             }
         );
         assert_eq!(
             SlidingWindow::new("7/250ms".parse()?)?.policy(),
-            Policy {
-                quota: 7,
-                window: Duration::from_millis(250)
-            }
+            Policy::new(7, Duration::from_millis(250))
         );
         assert_eq!(
             SlidingLog::new("5/10s".parse()?)?.policy(),
-            Policy {
-                quota: 5,
-                window: Duration::from_secs(10)
-            }
+            Policy::new(5, Duration::from_secs(10))
         );
         Ok(())
     }

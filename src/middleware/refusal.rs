@@ -178,10 +178,7 @@ mod tests {
 
     #[test]
     fn grpc_refusals_carry_the_request_content_type() {
-        let policy = Policy {
-            quota: 5,
-            window: Duration::from_secs(1),
-        };
+        let policy = Policy::new(5, Duration::from_secs(1));
         let fields = Fields::new(QuotedName::default_name(), policy);
         for content_type in [
             "application/grpc-web+proto",

@@ -44,12 +44,20 @@ impl RouteFilter {
     /// Requests whose path starts with `prefix` (on whole segments: `/api` matches `/api` and
     /// `/api/users`, not `/apiary`).
     ///
+    /// Paths start with one `/`, so a prefix is read with exactly one: `"login"` and
+    /// `"//login"` are `"/login"` (without it the prefix would never match, and the route would
+    /// go unlimited without a word). A trailing `/` is ignored: `"/api/"` is `"/api"`; `""` and
+    /// `"/"` match every path.
+    ///
     /// The path is compared as the client sent it, not normalised: if the service behind
     /// decodes percent-escapes, merges `//`, resolves `..`, ignores case or `;` parameters,
     /// `/%6Cogin` or `//login` reach `/login` without matching. Normalise (or refuse) such
     /// paths before this layer, or limit them all with a layer without a route filter.
     pub fn path_prefix(prefix: impl Into<String>) -> RouteFilter {
-        let prefix = prefix.into().trim_end_matches('/').to_owned();
+        let prefix = prefix.into();
+        let prefix = format!("/{}", prefix.trim_start_matches('/'))
+            .trim_end_matches('/')
+            .to_owned();
         RouteFilter::new(move |request| {
             let path = request.uri.path();
             path.strip_prefix(prefix.as_str())
@@ -96,6 +104,14 @@ mod tests {
         assert!(!api.matches(&head(Method::GET, "/apiary")));
         assert!(!api.matches(&head(Method::GET, "/")));
         assert!(RouteFilter::path_prefix("/").matches(&head(Method::GET, "/anything")));
+        // Without its leading slash, the same prefix (it used to match nothing).
+        let login = RouteFilter::path_prefix("login");
+        assert!(login.matches(&head(Method::POST, "/login")));
+        assert!(login.matches(&head(Method::POST, "/login/2fa")));
+        assert!(!login.matches(&head(Method::POST, "/login-help")));
+        assert!(!login.matches(&head(Method::POST, "/x/login")));
+        assert!(RouteFilter::path_prefix("").matches(&head(Method::GET, "/anything")));
+        assert!(RouteFilter::path_prefix("api/").matches(&head(Method::GET, "/api/users")));
         let post_login = RouteFilter::method(Method::POST).and(RouteFilter::path_prefix("/login"));
         assert!(post_login.matches(&head(Method::POST, "/login")));
         assert!(!post_login.matches(&head(Method::GET, "/login")));
