@@ -11,8 +11,9 @@ use super::limiter::RateLimiter;
 /// A slot the limiter gave a key and that is not used yet.
 ///
 /// It owns what a refund needs (the layer's limiter and the key), so it is made the moment the
-/// slot is counted: dropped before [`wait`](Self::wait) completes (the client disconnected, a
-/// timeout fired, the response future was dropped, even before its first poll), it gives the
+/// slot is counted: dropped before it is [`used`](Self::used), that is before its request
+/// reaches the inner service (the client disconnected, a timeout fired, the response future was
+/// dropped, even before its first poll or while the inner service was not ready), it gives the
 /// slot back with [`RateLimiter::refund`], so the requests behind it move up.
 pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     shared: Arc<Shared<L, X>>,
@@ -31,10 +32,15 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
         }
     }
 
-    /// Waits `delay` (a tokio timer) for the slot; once it comes, the slot is used.
-    pub(crate) async fn wait(mut self, delay: Duration) {
+    /// Waits `delay` (a tokio timer) for the slot, and hands it back, still held: the request
+    /// may still have to wait for the inner service to be ready.
+    pub(crate) async fn wait(self, delay: Duration) -> Self {
         tokio::time::sleep(delay).await;
-        // The slot came: it is used, nothing to give back.
+        self
+    }
+
+    /// The request reached the inner service: the slot is used, nothing to give back.
+    pub(crate) fn used(mut self) {
         self.key = None;
     }
 }
