@@ -36,6 +36,19 @@ impl FailurePolicy {
         FailurePolicy::Fallback(Arc::new(limiter))
     }
 
+    /// Gives back `cost` units for `key` that this policy admitted while Redis was away and that
+    /// were never used (a shaped request abandoned before its slot): to the
+    /// [`Fallback`](FailurePolicy::Fallback) limiter that counted them
+    /// ([`LocalFallback::refund_n`]), never to Redis, which did not count them. Returns whether
+    /// anything was given back: always `false` for [`FailOpen`](FailurePolicy::FailOpen) (it
+    /// counts nothing) and [`FailClosed`](FailurePolicy::FailClosed) (it admits nothing).
+    pub fn refund_n(&self, key: &str, cost: u64) -> bool {
+        match self {
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => false,
+            FailurePolicy::Fallback(local) => local.refund_n(key, cost),
+        }
+    }
+
     /// The answer when Redis did not give one.
     pub(crate) fn decide(&self, key: &str, cost: u64, peek: bool, capacity: u64) -> (Decision, DecidedBy) {
         match self {
@@ -89,6 +102,15 @@ pub trait LocalFallback: Send + Sync {
     /// # Errors
     /// [`CostTooLarge`], as for `check_n`.
     fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge>;
+
+    /// Gives back `cost` units this limiter admitted for `key` and that were never used (a
+    /// shaped request abandoned before its slot), with the semantics of
+    /// [`KeyedLimiter::refund_n`]: only the buckets give back. Returns whether anything was
+    /// given back; the default gives nothing back (`false`).
+    fn refund_n(&self, key: &str, cost: u64) -> bool {
+        let _ = (key, cost);
+        false
+    }
 }
 
 impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
@@ -98,6 +120,10 @@ impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
 
     fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
         KeyedLimiter::peek_n(self, key, cost)
+    }
+
+    fn refund_n(&self, key: &str, cost: u64) -> bool {
+        KeyedLimiter::refund_n(self, key, cost)
     }
 }
 
@@ -118,6 +144,10 @@ impl<A: Algorithm, C: Clock> LocalFallback for DirectLimiter<A, C> {
 
     fn peek_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
         DirectLimiter::peek_n(self, cost)
+    }
+
+    fn refund_n(&self, _key: &str, cost: u64) -> bool {
+        DirectLimiter::refund_n(self, cost)
     }
 }
 

@@ -17,7 +17,7 @@ use tower::Service;
 use super::fields::{write_retry_after, PreparedFields};
 use super::key::KeyExtractor;
 use super::layer::{MissingKey, OnLimiterError, Shared};
-use super::limiter::{LimiterError, RateLimiter};
+use super::limiter::{LimiterError, Origin, RateLimiter};
 use super::refusal::{self, grpc_content_type};
 use super::shaping::Slot;
 use crate::{Decision, Outcome};
@@ -143,7 +143,7 @@ where
         drop(ready);
         // A wait for its slot. The slot is held from here on: a response future dropped before
         // the request reaches the inner service, even before its first poll, gives it back.
-        match hold_slot(shared, key, delay, grpc) {
+        match hold_slot(shared, key, delay, Origin::Limiter, grpc) {
             Ok(slot) => {
                 let shaped = wait_and_forward(slot, delay, self.inner.clone(), head, body, fields);
                 ResponseFuture::slow(Box::pin(shaped))
@@ -215,12 +215,14 @@ fn limiter_error<L, X: KeyExtractor>(
     }
 }
 
-/// The slot of an admitted request given a `delay`, held from now on; or, for a wait above
-/// the maximum, the slot given back and the refusal (boxed: a refusal is the rare, larger case).
+/// The slot of an admitted request given a `delay`, counted at `origin`, held from now on; or,
+/// for a wait above the maximum, the slot given back and the refusal (boxed: a refusal is the
+/// rare, larger case).
 fn hold_slot<L, X>(
     shared: &Arc<Shared<L, X>>,
     key: X::Key,
     delay: Duration,
+    origin: Origin,
     grpc: Option<&HeaderValue>,
 ) -> Result<Slot<L, X>, Box<Response<Full<Bytes>>>>
 where
@@ -229,11 +231,11 @@ where
 {
     if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
         // Too long a wait: give the slot back and say when the wait would fit.
-        shared.limiter.refund(key, COST);
+        shared.limiter.refund(key, COST, origin);
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
     }
-    Ok(Slot::taken(Arc::clone(shared), key, COST))
+    Ok(Slot::taken(Arc::clone(shared), key, COST, origin))
 }
 
 /// The asynchronous path of a limiter that decides elsewhere (`decide_now` gave `None`):
@@ -252,8 +254,8 @@ where
     X: KeyExtractor,
 {
     let grpc = grpc.as_ref();
-    let decision = match shared.limiter.decide(&key, COST).await {
-        Ok(decision) => decision,
+    let (decision, origin) = match shared.limiter.decide_with_origin(&key, COST).await {
+        Ok(decided) => decided,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {
                 Some(answer) => Ok(answer.map(Either::Right)),
@@ -269,7 +271,7 @@ where
     if delay.is_zero() {
         return forward(inner, head, body, fields).await;
     }
-    match hold_slot(&shared, key, delay, grpc) {
+    match hold_slot(&shared, key, delay, origin, grpc) {
         Ok(slot) => wait_and_forward(slot, delay, inner, head, body, fields).await,
         Err(refused) => Ok(refused.map(Either::Right)),
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::key::KeyExtractor;
 use super::layer::Shared;
-use super::limiter::RateLimiter;
+use super::limiter::{Origin, RateLimiter};
 
 /// A slot the limiter gave a key and that is not used yet.
 ///
@@ -20,15 +20,18 @@ pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     /// `None` once the slot is used.
     key: Option<X::Key>,
     cost: u64,
+    /// Where the limiter counted it: where it goes back.
+    origin: Origin,
 }
 
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
-    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`.
-    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64) -> Self {
+    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`, at `origin`.
+    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64, origin: Origin) -> Self {
         Slot {
             shared,
             key: Some(key),
             cost,
+            origin,
         }
     }
 
@@ -48,7 +51,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> Drop for Slot<L, X> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.shared.limiter.refund(key, self.cost);
+            self.shared.limiter.refund(key, self.cost, self.origin);
         }
     }
 }
@@ -58,6 +61,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> fmt::Debug for Slot<L, X> {
         f.debug_struct("Slot")
             .field("used", &self.key.is_none())
             .field("cost", &self.cost)
+            .field("origin", &self.origin)
             .finish_non_exhaustive()
     }
 }
