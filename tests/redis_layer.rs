@@ -12,7 +12,7 @@ use http::{HeaderName, StatusCode};
 use middleware_common::{get, http1_client, serve, Hello};
 use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
-use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter};
+use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter, DEFAULT_PROBE_INTERVAL};
 use tollgate::middleware::{HeaderKey, Origin, RateLimitLayer, RateLimiter};
 use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp, TokenBucket};
 use tower::Layer;
@@ -164,5 +164,25 @@ async fn the_fallback_policy_refunds_its_own_limiter() -> Result<(), Error> {
         retry_after: Duration::from_secs(1),
     };
     assert!(!closed.refund_n("k", 1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_request_too_heavy_for_the_fallback_retries_after_a_probe_interval() -> Result<(), Error> {
+    // Redis admits up to 10; this instance's share, up to 3. Nothing listens on port 1.
+    let share = KeyedLimiter::<str, _>::new(TokenBucket::new("10/3s burst 3".parse()?)?, 100)?;
+    let limiter = RedisLimiter::builder(
+        "redis://127.0.0.1:1/",
+        TokenBucket::new("10/s burst 10".parse()?)?,
+        FailurePolicy::fallback(share),
+    )
+    .connect()
+    .await?;
+    let answer = limiter.check_n("k", 5).await?;
+    assert_eq!(answer.decided_by, DecidedBy::Fallback);
+    assert!(!answer.is_allowed());
+    // Not "never" (the 584 years of u64::MAX ns): Redis, asked again after a probe interval,
+    // may admit it.
+    assert_eq!(answer.decision.retry_after(), DEFAULT_PROBE_INTERVAL);
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::DEFAULT_PROBE_INTERVAL;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::time::duration_to_nanos_saturating;
@@ -27,6 +28,12 @@ pub enum FailurePolicy {
     },
     /// Decide with a local tollgate limiter, typically a keyed one configured with this
     /// instance's share of the quota (the quota divided by the fleet's size).
+    ///
+    /// A request heavier than the local limiter's capacity (a share can be smaller than the
+    /// heaviest request Redis admits) cannot pass it: it is refused
+    /// ([`Outcome::Denied`](crate::Outcome::Denied), remaining 0) with a retry-after of
+    /// [`DEFAULT_PROBE_INTERVAL`](super::DEFAULT_PROBE_INTERVAL), the default pause before
+    /// Redis is asked again: it may pass as soon as Redis answers.
     Fallback(Arc<dyn LocalFallback>),
 }
 
@@ -67,8 +74,10 @@ impl FailurePolicy {
                     local.check_n(key, cost)
                 };
                 // A request heavier than the local limiter's capacity (a share of the quota)
-                // cannot pass it while Redis is away.
-                let decision = decision.unwrap_or(Decision::denied(0, u64::MAX, 0));
+                // cannot pass it while Redis is away; it may pass once Redis is back, which is
+                // asked again after a probe interval.
+                let retry_after = duration_to_nanos_saturating(DEFAULT_PROBE_INTERVAL);
+                let decision = decision.unwrap_or(Decision::denied(0, retry_after, 0));
                 (decision, DecidedBy::Fallback)
             }
         }
