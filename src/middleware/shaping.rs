@@ -14,7 +14,15 @@ use super::limiter::{Origin, RateLimiter};
 /// slot is counted: dropped before it is [`used`](Self::used), that is before its request
 /// reaches the inner service (the client disconnected, a timeout fired, the response future was
 /// dropped, even before its first poll or while the inner service was not ready), it gives the
-/// slot back with [`RateLimiter::refund`], so the requests behind it move up.
+/// slot back with [`RateLimiter::refund`].
+///
+/// The refund moves the key's bucket back one interval; it does not move the requests behind
+/// the freed slot up: they keep their timers, and the freed slot goes to the next new request.
+/// A freed last slot is taken again exactly. A freed slot in the middle of the queue makes the
+/// next new request leave at the same instant as the last one waiting: with one slot every
+/// 10 s and A, B, C, D given 0, 10, 20 and 30 s, B leaving makes E, the next, leave at 30 s
+/// with D. Two requests can then leave together, but the requests forwarded within any period
+/// stay within the quota's count plus the units refunded.
 pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     shared: Arc<Shared<L, X>>,
     /// `None` once the slot is used.
