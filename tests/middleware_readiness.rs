@@ -154,15 +154,21 @@ async fn a_shaped_request_waits_without_holding_the_inner_readiness() -> Result<
     let start = Instant::now();
 
     // Client "busy" takes its free slot, then queues two requests (slots 10 s and 20 s away).
-    ready_and_call(&mut service, request("busy", "busy-0")).await?.await?;
+    ready_and_call(&mut service, request("busy", "busy-0"))
+        .await?
+        .await?;
     let mut queued = Vec::new();
     for id in ["busy-1", "busy-2"] {
-        queued.push(tokio::spawn(ready_and_call(&mut service, request("busy", id)).await?));
+        queued.push(tokio::spawn(
+            ready_and_call(&mut service, request("busy", id)).await?,
+        ));
     }
     tokio::task::yield_now().await;
 
     // Another client is served at once: the queued requests hold no permit while they wait.
-    let answer = ready_and_call(&mut service, request("other", "other-0")).await?.await?;
+    let answer = ready_and_call(&mut service, request("other", "other-0"))
+        .await?
+        .await?;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(Instant::now() - start, Duration::ZERO, "the other client waited");
 
@@ -214,9 +220,15 @@ async fn a_request_waiting_on_a_remote_decision_holds_no_inner_readiness() -> Re
     // Two requests wait on the store at once: the service is ready for both at once.
     let mut pending = Vec::new();
     for id in ["first", "second"] {
-        pending.push(tokio::spawn(ready_and_call(&mut service, request("k", id)).await?));
+        pending.push(tokio::spawn(
+            ready_and_call(&mut service, request("k", id)).await?,
+        ));
     }
-    assert_eq!(Instant::now() - start, Duration::ZERO, "the second request waited for the first");
+    assert_eq!(
+        Instant::now() - start,
+        Duration::ZERO,
+        "the second request waited for the first"
+    );
 
     // Each is forwarded once its decision comes, after polling the inner service ready.
     for answer in pending {
