@@ -5,14 +5,16 @@
 mod middleware_common;
 mod redis_common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, StatusCode};
 use middleware_common::{get, http1_client, serve, Hello};
-use redis_common::RedisServer;
-use tollgate::distributed::{FailurePolicy, RedisLimiter};
-use tollgate::middleware::{HeaderKey, RateLimitLayer};
-use tollgate::{ManualClock, Timestamp, TokenBucket};
+use redis::AsyncCommands;
+use redis_common::{client_time_limiter, raw_connection, RedisServer};
+use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter, DEFAULT_PROBE_INTERVAL};
+use tollgate::middleware::{HeaderKey, Origin, RateLimitLayer, RateLimiter};
+use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp, TokenBucket};
 use tower::Layer;
 
 type Error = Box<dyn std::error::Error>;
@@ -68,5 +70,119 @@ async fn two_gateways_on_one_redis_share_one_quota() -> Result<(), Error> {
         get(&client, gateways[0], "/", &alice).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
+    Ok(())
+}
+
+fn shaper() -> LeakyBucket {
+    LeakyBucket::new("10/s burst 10".parse().expect("a valid quota")).expect("a valid shaper")
+}
+
+/// The TAT (µs) a bucket's key holds in Redis.
+async fn tat(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<i64, Error> {
+    let bytes: Vec<u8> = raw.get(key).await?;
+    Ok(i64::from_le_bytes(bytes.as_slice().try_into()?))
+}
+
+// The layer hands `refund` the origin `decide_with_origin` gave: a slot Redis never counted (the
+// local fallback gave it while Redis was away) must not give the fleet a unit back.
+#[tokio::test]
+async fn a_slot_the_fallback_gave_is_never_refunded_to_redis() -> Result<(), Error> {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let share = KeyedLimiter::<str, _, _>::with_clock(shaper(), 100, clock.clone())?;
+    let gateway = RedisLimiter::builder(server.url(), shaper(), FailurePolicy::fallback(share))
+        .client_time(clock.clone())
+        .probe_interval(Duration::from_millis(1))
+        .prefix("p:")
+        .connect()
+        .await?;
+    let fleet = client_time_limiter(&server, shaper(), &clock, "p:").await;
+    let key = "k".to_owned();
+    let decide = |cost| RateLimiter::<String>::decide_with_origin(&gateway, &key, cost);
+
+    // Redis is away: the local share decides, and its second request waits for a slot.
+    server.kill();
+    let (at_once, _) = decide(1).await?;
+    assert!(at_once.is_allowed() && at_once.delay().is_zero(), "{at_once:?}");
+    let (shaped, from_fallback) = decide(1).await?;
+    assert!(shaped.is_allowed() && !shaped.delay().is_zero(), "{shaped:?}");
+    assert_eq!(from_fallback, Origin::Fallback);
+
+    // Redis is back (empty), and so is the gateway's connection.
+    server.restart();
+    let back = async {
+        while gateway.check("warm-up").await?.decided_by != DecidedBy::Redis {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok::<_, Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), back).await??;
+    // The fleet spends 5 units, then the gateway 2 more, each slot 100 ms: the TAT is 700 ms
+    // ahead of the clock, which stands still.
+    assert!(fleet.check_n(&key, 5).await?.is_allowed());
+    let (by_redis, from_redis) = decide(2).await?;
+    assert!(by_redis.is_allowed(), "{by_redis:?}");
+    assert_eq!(from_redis, Origin::Limiter);
+    let mut raw = raw_connection(&server).await;
+    let redis_key = fleet.redis_key(&key);
+    let before = tat(&mut raw, &redis_key).await?;
+
+    // Both clients leave: the fallback's refund first, then Redis's, started in that order on
+    // the gateway's one connection (this runtime runs its tasks in order). Once Redis's 2 units
+    // are back, anything the fallback's refund sent to Redis would be there too.
+    RateLimiter::<String>::refund(&gateway, key.clone(), 1, from_fallback);
+    RateLimiter::<String>::refund(&gateway, key.clone(), 2, from_redis);
+    let slot = 100_000;
+    let refunded = async {
+        loop {
+            let now = tat(&mut raw, &redis_key).await?;
+            if now <= before - 2 * slot {
+                return Ok::<_, Error>(now);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let after = tokio::time::timeout(Duration::from_secs(10), refunded).await??;
+    assert_eq!(before - after, 2 * slot, "Redis got back units it never counted");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_fallback_policy_refunds_its_own_limiter() -> Result<(), Error> {
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let share = Arc::new(KeyedLimiter::<str, _, _>::with_clock(shaper(), 100, clock)?);
+    let policy = FailurePolicy::Fallback(Arc::clone(&share) as _);
+    for _ in 0..2 {
+        assert!(share.check_n("k", 1)?.is_allowed());
+    }
+    assert_eq!(share.peek("k").delay(), Duration::from_millis(200));
+    assert!(policy.refund_n("k", 1));
+    assert_eq!(share.peek("k").delay(), Duration::from_millis(100));
+    // Fail open counts nothing, fail closed admits nothing: nothing to give back.
+    assert!(!FailurePolicy::FailOpen.refund_n("k", 1));
+    let closed = FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    };
+    assert!(!closed.refund_n("k", 1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_request_too_heavy_for_the_fallback_retries_after_a_probe_interval() -> Result<(), Error> {
+    // Redis admits up to 10; this instance's share, up to 3. Nothing listens on port 1.
+    let share = KeyedLimiter::<str, _>::new(TokenBucket::new("10/3s burst 3".parse()?)?, 100)?;
+    let limiter = RedisLimiter::builder(
+        "redis://127.0.0.1:1/",
+        TokenBucket::new("10/s burst 10".parse()?)?,
+        FailurePolicy::fallback(share),
+    )
+    .connect()
+    .await?;
+    let answer = limiter.check_n("k", 5).await?;
+    assert_eq!(answer.decided_by, DecidedBy::Fallback);
+    assert!(!answer.is_allowed());
+    // Not "never" (the 584 years of u64::MAX ns): Redis, asked again after a probe interval,
+    // may admit it.
+    assert_eq!(answer.decision.retry_after(), DEFAULT_PROBE_INTERVAL);
     Ok(())
 }

@@ -4,8 +4,8 @@
 use std::fmt::Display;
 use std::future::Future;
 
-use super::{RedisAlgorithm, RedisLimiter};
-use crate::middleware::{AnnouncedPolicy, LimiterError, Policy, RateLimiter};
+use super::{DecidedBy, RedisAlgorithm, RedisLimiter};
+use crate::middleware::{AnnouncedPolicy, LimiterError, Origin, Policy, RateLimiter};
 use crate::Decision;
 
 impl AnnouncedPolicy for RedisAlgorithm {
@@ -20,25 +20,48 @@ impl AnnouncedPolicy for RedisAlgorithm {
     }
 }
 
+/// Where a decision's units were counted: by the script in Redis (the fleet's quota), by the
+/// local fallback, or nowhere (fail open, or a fail-closed refusal).
+fn origin(decided_by: DecidedBy) -> Origin {
+    match decided_by {
+        DecidedBy::Redis => Origin::Limiter,
+        DecidedBy::Fallback => Origin::Fallback,
+        DecidedBy::FailOpen | DecidedBy::FailClosed => Origin::Uncounted,
+    }
+}
+
 /// Keys are written into Redis keys with `Display` (an IP address as `192.0.2.7`, a header
 /// value as itself). Redis being down is not an error here: the limiter's
 /// [`FailurePolicy`](super::FailurePolicy) answers, and the decision it gives goes to the layer
 /// like any other. Errors (a key holding another type, a cost above the capacity) go to the
 /// layer's [`OnLimiterError`](crate::middleware::OnLimiterError) policy.
 ///
-/// A shaped request abandoned while it waits (the leaky bucket) gives its slot back to the
-/// fleet: [`refund`](RateLimiter::refund) starts [`RedisLimiter::refund_n`] on a task of its
-/// own and returns at once, since it is called from a destructor. Without a tokio runtime on
-/// the dropping thread nothing is started (and nothing panics); the refund is best effort, its
-/// failures are dropped, and a refund still in flight when the runtime shuts down is lost.
+/// A shaped request abandoned while it waits (the leaky bucket), or refused for a wait above
+/// the layer's maximum, gives its slot back where it was counted
+/// ([`decide_with_origin`](RateLimiter::decide_with_origin) says where). A slot Redis gave goes
+/// back to the fleet: [`refund`](RateLimiter::refund) starts [`RedisLimiter::refund_n`] on a
+/// task of its own and returns at once, since it is called from a destructor. Without a tokio
+/// runtime on the dropping thread nothing is started (and nothing panics); the refund is best
+/// effort, its failures are dropped, and a refund still in flight when the runtime shuts down
+/// is lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
+/// not count it (it would give the fleet a unit it never spent); nor does it go back to the
+/// fallback yet (its units stay spent until the fallback's own bucket drains them). A decision
+/// of fail open or fail closed counted nothing and gives nothing back.
 impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        let decided = self.decide_with_origin(key, cost);
+        async move { decided.await.map(|(decision, _origin)| decision) }
+    }
+
+    fn decide_with_origin(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
         let key = key.to_string();
         async move {
-            self.check_n(&key, cost)
-                .await
-                .map(|answer| answer.decision)
-                .map_err(LimiterError::new)
+            let answer = self.check_n(&key, cost).await.map_err(LimiterError::new)?;
+            Ok((answer.decision, origin(answer.decided_by)))
         }
     }
 
@@ -46,7 +69,12 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         self.algorithm().policy()
     }
 
-    fn refund(&self, key: K, cost: u64) {
+    fn refund(&self, key: K, cost: u64, origin: Origin) {
+        match origin {
+            Origin::Limiter => {}
+            // See above: never to Redis; to the fallback once this limiter exposes its policy.
+            Origin::Fallback | Origin::Uncounted => return,
+        }
         // Only the buckets make a round trip; a cost above the capacity was never admitted.
         let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost) else {
             return;

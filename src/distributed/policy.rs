@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::DEFAULT_PROBE_INTERVAL;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::time::duration_to_nanos_saturating;
@@ -27,6 +28,12 @@ pub enum FailurePolicy {
     },
     /// Decide with a local tollgate limiter, typically a keyed one configured with this
     /// instance's share of the quota (the quota divided by the fleet's size).
+    ///
+    /// A request heavier than the local limiter's capacity (a share can be smaller than the
+    /// heaviest request Redis admits) cannot pass it: it is refused
+    /// ([`Outcome::Denied`](crate::Outcome::Denied), remaining 0) with a retry-after of
+    /// [`DEFAULT_PROBE_INTERVAL`](super::DEFAULT_PROBE_INTERVAL), the default pause before
+    /// Redis is asked again: it may pass as soon as Redis answers.
     Fallback(Arc<dyn LocalFallback>),
 }
 
@@ -34,6 +41,19 @@ impl FailurePolicy {
     /// [`FailurePolicy::Fallback`] to `limiter`.
     pub fn fallback(limiter: impl LocalFallback + 'static) -> FailurePolicy {
         FailurePolicy::Fallback(Arc::new(limiter))
+    }
+
+    /// Gives back `cost` units for `key` that this policy admitted while Redis was away and that
+    /// were never used (a shaped request abandoned before its slot): to the
+    /// [`Fallback`](FailurePolicy::Fallback) limiter that counted them
+    /// ([`LocalFallback::refund_n`]), never to Redis, which did not count them. Returns whether
+    /// anything was given back: always `false` for [`FailOpen`](FailurePolicy::FailOpen) (it
+    /// counts nothing) and [`FailClosed`](FailurePolicy::FailClosed) (it admits nothing).
+    pub fn refund_n(&self, key: &str, cost: u64) -> bool {
+        match self {
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => false,
+            FailurePolicy::Fallback(local) => local.refund_n(key, cost),
+        }
     }
 
     /// The answer when Redis did not give one.
@@ -54,8 +74,10 @@ impl FailurePolicy {
                     local.check_n(key, cost)
                 };
                 // A request heavier than the local limiter's capacity (a share of the quota)
-                // cannot pass it while Redis is away.
-                let decision = decision.unwrap_or(Decision::denied(0, u64::MAX, 0));
+                // cannot pass it while Redis is away; it may pass once Redis is back, which is
+                // asked again after a probe interval.
+                let retry_after = duration_to_nanos_saturating(DEFAULT_PROBE_INTERVAL);
+                let decision = decision.unwrap_or(Decision::denied(0, retry_after, 0));
                 (decision, DecidedBy::Fallback)
             }
         }
@@ -89,6 +111,15 @@ pub trait LocalFallback: Send + Sync {
     /// # Errors
     /// [`CostTooLarge`], as for `check_n`.
     fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge>;
+
+    /// Gives back `cost` units this limiter admitted for `key` and that were never used (a
+    /// shaped request abandoned before its slot), with the semantics of
+    /// [`KeyedLimiter::refund_n`]: only the buckets give back. Returns whether anything was
+    /// given back; the default gives nothing back (`false`).
+    fn refund_n(&self, key: &str, cost: u64) -> bool {
+        let _ = (key, cost);
+        false
+    }
 }
 
 impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
@@ -98,6 +129,10 @@ impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
 
     fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
         KeyedLimiter::peek_n(self, key, cost)
+    }
+
+    fn refund_n(&self, key: &str, cost: u64) -> bool {
+        KeyedLimiter::refund_n(self, key, cost)
     }
 }
 
@@ -118,6 +153,10 @@ impl<A: Algorithm, C: Clock> LocalFallback for DirectLimiter<A, C> {
 
     fn peek_n(&self, _key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
         DirectLimiter::peek_n(self, cost)
+    }
+
+    fn refund_n(&self, _key: &str, cost: u64) -> bool {
+        DirectLimiter::refund_n(self, cost)
     }
 }
 

@@ -23,9 +23,23 @@ pub trait RateLimiter<K>: Send + Sync {
     /// Decides a request of weight `cost` for `key` now, and counts it if admitted.
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send;
 
+    /// [`decide`](Self::decide), and where the units of an admitted request were counted: the
+    /// layer hands the [`Origin`] back to [`refund`](Self::refund) with the units it gives back.
+    /// The default is `decide`'s decision, counted by the limiter itself ([`Origin::Limiter`]);
+    /// a limiter that may decide somewhere else (a remote store's local fallback) overrides it.
+    fn decide_with_origin(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        let decided = self.decide(key, cost);
+        async move { Ok((decided.await?, Origin::Limiter)) }
+    }
+
     /// Decides at once, when this limiter can (a table in memory): the layer then answers
     /// without the asynchronous path, which costs an allocation and a reference count per
-    /// request. `None` (the default) means "ask [`decide`](Self::decide)".
+    /// request. `None` (the default) means "ask [`decide_with_origin`](Self::decide_with_origin)".
+    /// A decision given here was counted by the limiter itself ([`Origin::Limiter`]).
     fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
         let _ = (key, cost);
         None
@@ -35,11 +49,29 @@ pub trait RateLimiter<K>: Send + Sync {
     fn policy(&self) -> Policy;
 
     /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
-    /// client left before its slot. Called from a destructor, so it cannot wait: a limiter whose
-    /// refund needs I/O starts it and returns. The default gives nothing back.
-    fn refund(&self, key: K, cost: u64) {
-        let _ = (key, cost);
+    /// client left before its slot, or whose wait was above the layer's maximum. `origin` is
+    /// where its decision said they were counted, so that they go back there and nowhere else.
+    /// Called from a destructor, so it cannot wait: a limiter whose refund needs I/O starts it
+    /// and returns. The default gives nothing back.
+    fn refund(&self, key: K, cost: u64, origin: Origin) {
+        let _ = (key, cost, origin);
     }
+}
+
+/// Where a limiter counted the units of a request it admitted (see
+/// [`RateLimiter::decide_with_origin`]), so that [`RateLimiter::refund`] gives unused units
+/// back to the store that counted them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The limiter's own store (its table in memory, its remote store): the usual case.
+    #[default]
+    Limiter,
+    /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
+    /// local fallback while Redis is away): the units go back to the stand-in.
+    Fallback,
+    /// Nothing counted them (a fail-open admission): nothing to give back.
+    Uncounted,
 }
 
 impl<K, A, C> RateLimiter<K> for KeyedLimiter<K, A, C>
@@ -60,9 +92,12 @@ where
         self.algorithm().policy()
     }
 
-    fn refund(&self, key: K, cost: u64) {
+    fn refund(&self, key: K, cost: u64, origin: Origin) {
         // Only the buckets can give back; for the windows this is a no-op returning `false`.
-        let _ = self.refund_n(&key, cost);
+        // Every decision of a table in memory is its own (`Origin::Limiter`).
+        if origin == Origin::Limiter {
+            let _ = self.refund_n(&key, cost);
+        }
     }
 }
 
@@ -88,6 +123,14 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
         (**self).decide(key, cost)
     }
 
+    fn decide_with_origin(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        (**self).decide_with_origin(key, cost)
+    }
+
     fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
         (**self).decide_now(key, cost)
     }
@@ -96,8 +139,8 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
         (**self).policy()
     }
 
-    fn refund(&self, key: K, cost: u64) {
-        (**self).refund(key, cost);
+    fn refund(&self, key: K, cost: u64, origin: Origin) {
+        (**self).refund(key, cost, origin);
     }
 }
 

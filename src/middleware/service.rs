@@ -1,7 +1,7 @@
 //! The service the layer makes: extract the key, decide, refuse or wait, forward.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,7 +17,7 @@ use tower::Service;
 use super::fields::{write_retry_after, PreparedFields};
 use super::key::KeyExtractor;
 use super::layer::{MissingKey, OnLimiterError, Shared};
-use super::limiter::{LimiterError, RateLimiter};
+use super::limiter::{LimiterError, Origin, RateLimiter};
 use super::refusal::{self, grpc_content_type};
 use super::shaping::Slot;
 use crate::{Decision, Outcome};
@@ -31,8 +31,12 @@ pub type LimitedBody<B> = Either<B, Full<Bytes>>;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
 ///
-/// Cloning it shares the limiter. `poll_ready` is the inner service's; a refused request never
-/// reaches the inner service.
+/// Cloning it shares the limiter. `poll_ready` is the inner service's, and only a request
+/// forwarded at once uses the readiness it reserved: a refused request never reaches the inner
+/// service, and a request that waits (a shaping delay, a limiter deciding elsewhere) waits on a
+/// clone of the inner service, polled ready only once the wait is over. Either way, what the
+/// inner service reserved in `poll_ready` (a concurrency permit, a buffer slot) is released by
+/// the call, not held while the request waits: one client's queue never blocks another client.
 pub struct RateLimit<S, L, X: KeyExtractor> {
     inner: S,
     shared: Arc<Shared<L, X>>,
@@ -86,13 +90,18 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The instance polled ready serves this request; a fresh clone waits for the next one.
-        let ready = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, ready);
+        // A request forwarded at once is served by the instance polled ready; a fresh clone
+        // waits for the next request. Any other request (refused, or waiting for its slot or
+        // for a limiter deciding elsewhere) drops the ready instance at once, so that what the
+        // inner service reserved in `poll_ready` (a concurrency permit, a buffer slot) is not
+        // held while nothing is forwarded; a waiting request polls another fresh clone ready
+        // once its wait is over.
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
         let shared = &self.shared;
         let (head, body) = request.into_parts();
         if shared.route.as_ref().is_some_and(|route| !route.matches(&head)) {
-            return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), None);
+            return ResponseFuture::inner(call_now(ready, head, body), None);
         }
         let grpc = grpc_content_type(&head.headers);
         let key = match shared.extractor.extract(&head) {
@@ -112,11 +121,13 @@ where
             Some(Ok(decision)) => decision,
             Some(Err(error)) => match limiter_error(shared, error, grpc) {
                 Some(answer) => return ResponseFuture::own(answer),
-                None => return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), None),
+                None => return ResponseFuture::inner(call_now(ready, head, body), None),
             },
             // A limiter that decides asynchronously.
             None => {
+                drop(ready);
                 let grpc = grpc.cloned();
+                let inner = self.inner.clone();
                 let slow = decide_later(Arc::clone(shared), inner, head, body, key, grpc);
                 return ResponseFuture::slow(Box::pin(slow));
             }
@@ -127,18 +138,27 @@ where
         };
         let delay = decision.delay();
         if delay.is_zero() {
-            return ResponseFuture::inner(inner.call(Request::from_parts(head, body)), fields);
+            return ResponseFuture::inner(call_now(ready, head, body), fields);
         }
+        drop(ready);
         // A wait for its slot. The slot is held from here on: a response future dropped before
-        // the slot comes, even before its first poll, gives it back.
-        match hold_slot(shared, key, delay, grpc) {
+        // the request reaches the inner service, even before its first poll, gives it back.
+        match hold_slot(shared, key, delay, Origin::Limiter, grpc) {
             Ok(slot) => {
-                let shaped = wait_and_forward(slot, delay, inner, head, body, fields);
+                let shaped = wait_and_forward(slot, delay, self.inner.clone(), head, body, fields);
                 ResponseFuture::slow(Box::pin(shaped))
             }
             Err(refused) => ResponseFuture::own(*refused),
         }
     }
+}
+
+/// Calls `ready`, the instance polled ready, with the request made of `head` and `body`.
+fn call_now<S, ReqBody>(mut ready: S, head: Parts, body: ReqBody) -> S::Future
+where
+    S: Service<Request<ReqBody>>,
+{
+    ready.call(Request::from_parts(head, body))
 }
 
 /// What the layer does with a decided request.
@@ -195,12 +215,14 @@ fn limiter_error<L, X: KeyExtractor>(
     }
 }
 
-/// The slot of an admitted request given a `delay`, held from now on; or, for a wait above
-/// the maximum, the slot given back and the refusal (boxed: a refusal is the rare, larger case).
+/// The slot of an admitted request given a `delay`, counted at `origin`, held from now on; or,
+/// for a wait above the maximum, the slot given back and the refusal (boxed: a refusal is the
+/// rare, larger case).
 fn hold_slot<L, X>(
     shared: &Arc<Shared<L, X>>,
     key: X::Key,
     delay: Duration,
+    origin: Origin,
     grpc: Option<&HeaderValue>,
 ) -> Result<Slot<L, X>, Box<Response<Full<Bytes>>>>
 where
@@ -209,14 +231,15 @@ where
 {
     if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
         // Too long a wait: give the slot back and say when the wait would fit.
-        shared.limiter.refund(key, COST);
+        shared.limiter.refund(key, COST, origin);
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
     }
-    Ok(Slot::taken(Arc::clone(shared), key, COST))
+    Ok(Slot::taken(Arc::clone(shared), key, COST, origin))
 }
 
-/// The asynchronous path of a limiter that decides elsewhere (`decide_now` gave `None`).
+/// The asynchronous path of a limiter that decides elsewhere (`decide_now` gave `None`):
+/// `inner` is a clone not polled ready yet, polled only once the decision forwards the request.
 async fn decide_later<S, L, X, ReqBody, ResBody>(
     shared: Arc<Shared<L, X>>,
     inner: S,
@@ -231,8 +254,8 @@ where
     X: KeyExtractor,
 {
     let grpc = grpc.as_ref();
-    let decision = match shared.limiter.decide(&key, COST).await {
-        Ok(decision) => decision,
+    let (decision, origin) = match shared.limiter.decide_with_origin(&key, COST).await {
+        Ok(decided) => decided,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {
                 Some(answer) => Ok(answer.map(Either::Right)),
@@ -248,18 +271,19 @@ where
     if delay.is_zero() {
         return forward(inner, head, body, fields).await;
     }
-    match hold_slot(&shared, key, delay, grpc) {
+    match hold_slot(&shared, key, delay, origin, grpc) {
         Ok(slot) => wait_and_forward(slot, delay, inner, head, body, fields).await,
         Err(refused) => Ok(refused.map(Either::Right)),
     }
 }
 
-/// A shaped request: waits `delay` for its `slot` (given back if this future is dropped
-/// first), then is forwarded.
+/// A shaped request: waits `delay` for its `slot`, then for `inner` to be ready, then is
+/// forwarded. The slot is given back if this future is dropped (or `inner` fails to get ready)
+/// before the request reaches `inner`.
 async fn wait_and_forward<S, L, X, ReqBody, ResBody>(
     slot: Slot<L, X>,
     delay: Duration,
-    inner: S,
+    mut inner: S,
     head: Parts,
     body: ReqBody,
     fields: Option<PreparedFields>,
@@ -269,12 +293,30 @@ where
     L: RateLimiter<X::Key>,
     X: KeyExtractor,
 {
-    slot.wait(delay).await;
-    forward(inner, head, body, fields).await
+    let slot = slot.wait(delay).await;
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    // From here the request is the inner service's: the slot is used.
+    slot.used();
+    call_with_fields(inner, head, body, fields).await
+}
+
+/// Polls `inner`, a clone not polled yet, until it is ready, then calls it and writes `fields`
+/// on its response.
+async fn forward<S, ReqBody, ResBody>(
+    mut inner: S,
+    head: Parts,
+    body: ReqBody,
+    fields: Option<PreparedFields>,
+) -> Result<Response<LimitedBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    call_with_fields(inner, head, body, fields).await
 }
 
 /// Calls `inner`, which was polled ready, and writes `fields` on its response.
-async fn forward<S, ReqBody, ResBody>(
+async fn call_with_fields<S, ReqBody, ResBody>(
     mut inner: S,
     head: Parts,
     body: ReqBody,

@@ -6,35 +6,52 @@ use std::time::Duration;
 
 use super::key::KeyExtractor;
 use super::layer::Shared;
-use super::limiter::RateLimiter;
+use super::limiter::{Origin, RateLimiter};
 
 /// A slot the limiter gave a key and that is not used yet.
 ///
 /// It owns what a refund needs (the layer's limiter and the key), so it is made the moment the
-/// slot is counted: dropped before [`wait`](Self::wait) completes (the client disconnected, a
-/// timeout fired, the response future was dropped, even before its first poll), it gives the
-/// slot back with [`RateLimiter::refund`], so the requests behind it move up.
+/// slot is counted: dropped before it is [`used`](Self::used), that is before its request
+/// reaches the inner service (the client disconnected, a timeout fired, the response future was
+/// dropped, even before its first poll or while the inner service was not ready), it gives the
+/// slot back with [`RateLimiter::refund`].
+///
+/// The refund moves the key's bucket back one interval; it does not move the requests behind
+/// the freed slot up: they keep their timers, and the freed slot goes to the next new request.
+/// A freed last slot is taken again exactly. A freed slot in the middle of the queue makes the
+/// next new request leave at the same instant as the last one waiting: with one slot every
+/// 10 s and A, B, C, D given 0, 10, 20 and 30 s, B leaving makes E, the next, leave at 30 s
+/// with D. Two requests can then leave together, but the requests forwarded within any period
+/// stay within the quota's count plus the units refunded.
 pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     shared: Arc<Shared<L, X>>,
     /// `None` once the slot is used.
     key: Option<X::Key>,
     cost: u64,
+    /// Where the limiter counted it: where it goes back.
+    origin: Origin,
 }
 
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
-    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`.
-    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64) -> Self {
+    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`, at `origin`.
+    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64, origin: Origin) -> Self {
         Slot {
             shared,
             key: Some(key),
             cost,
+            origin,
         }
     }
 
-    /// Waits `delay` (a tokio timer) for the slot; once it comes, the slot is used.
-    pub(crate) async fn wait(mut self, delay: Duration) {
+    /// Waits `delay` (a tokio timer) for the slot, and hands it back, still held: the request
+    /// may still have to wait for the inner service to be ready.
+    pub(crate) async fn wait(self, delay: Duration) -> Self {
         tokio::time::sleep(delay).await;
-        // The slot came: it is used, nothing to give back.
+        self
+    }
+
+    /// The request reached the inner service: the slot is used, nothing to give back.
+    pub(crate) fn used(mut self) {
         self.key = None;
     }
 }
@@ -42,7 +59,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> Drop for Slot<L, X> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.shared.limiter.refund(key, self.cost);
+            self.shared.limiter.refund(key, self.cost, self.origin);
         }
     }
 }
@@ -52,6 +69,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> fmt::Debug for Slot<L, X> {
         f.debug_struct("Slot")
             .field("used", &self.key.is_none())
             .field("cost", &self.cost)
+            .field("origin", &self.origin)
             .finish_non_exhaustive()
     }
 }
