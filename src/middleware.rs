@@ -63,7 +63,7 @@ pub use fields::PolicyNameError;
 pub use ip_range::{IpRange, IpRangeError};
 pub use key::{HeaderKey, KeyError, KeyExtractor, KeyFn, PeerIp};
 pub use layer::{MissingKey, OnLimiterError, RateLimitBuilder, RateLimitLayer};
-pub use limiter::{LimiterError, RateLimiter};
+pub use limiter::{LimiterError, Origin, RateLimiter};
 pub use peer::{AddPeerAddr, PeerAddr, PeerAddrLayer};
 pub use policy::{AnnouncedPolicy, Policy};
 pub use route::RouteFilter;

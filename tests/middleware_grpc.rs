@@ -106,3 +106,21 @@ async fn grpc_web_is_refused_in_grpc_web_and_look_alikes_in_plain_http() -> Resu
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_grpc_call_without_its_key_is_invalid_argument() -> Result<(), Error> {
+    let limiter = KeyedLimiter::<String, _>::new(TokenBucket::new("1/min".parse()?)?, 100)?;
+    let layer = RateLimitLayer::new(limiter, HeaderKey::new(HeaderName::from_static("x-api-key")));
+    let address = serve(layer.layer(Hello), true).await;
+    let mut call = grpc_call(address);
+    call.headers_mut().remove("x-api-key");
+    let answer = send(&http2_client(), call).await;
+    // The client's fault: INVALID_ARGUMENT (3), not INTERNAL (13).
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.header("grpc-status"), "3");
+    assert_eq!(
+        answer.header("grpc-message"),
+        "the request has no `x-api-key` header"
+    );
+    Ok(())
+}

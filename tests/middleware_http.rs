@@ -255,11 +255,24 @@ async fn a_request_without_a_key_gets_the_configured_behaviour() -> Result<(), E
         )?)
     };
 
-    // Default: 500, with the reason.
+    // Default: the client left its key out, so 400 (never a 5xx a client can cause at will),
+    // saying which header is missing.
     let address = serve(RateLimitLayer::new(bucket()?, api_key()).layer(Hello), true).await;
     let answer = get(&client, address, "/", &[]).await;
-    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(answer.body.contains("x-api-key"), "{}", answer.body);
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body, "the request has no `x-api-key` header\n");
+    // An empty key is the client's fault too.
+    let answer = get(&client, address, "/", &[("x-api-key", "")]).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+
+    // A chosen status: a 4xx body still names only what the request lacks.
+    let layer = RateLimitLayer::builder(bucket()?, api_key())
+        .missing_key(MissingKey::Respond(StatusCode::UNAUTHORIZED))
+        .build();
+    let address = serve(layer.layer(Hello), true).await;
+    let answer = get(&client, address, "/", &[]).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(answer.body, "the request has no `x-api-key` header\n");
 
     // A default key: keyless requests share one quota.
     let layer = RateLimitLayer::builder(bucket()?, api_key())
@@ -275,6 +288,25 @@ async fn a_request_without_a_key_gets_the_configured_behaviour() -> Result<(), E
         get(&client, address, "/", &[("x-api-key", "alice")]).await.status,
         StatusCode::OK
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unreadable_forwarding_header_is_the_clients_fault() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 100, clock())?;
+    let client_ip = ClientIp::new(["127.0.0.0/8".parse()?]);
+    let address = serve(RateLimitLayer::new(limiter, client_ip).layer(Hello), true).await;
+    let answer = get(
+        &http1_client(),
+        address,
+        "/",
+        &[("x-forwarded-for", "1.2.3.4, unknown")],
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    // Nothing of the configuration (which entries are trusted), no echo of the entry.
+    assert_eq!(answer.body, "the request's forwarding header cannot be read\n");
     Ok(())
 }
 

@@ -57,7 +57,7 @@ async fn shaped_requests_wait_for_their_slots() -> Result<(), Error> {
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused[0].header("retry-after"), "1");
-    assert_eq!(refused[0].header("ratelimit-policy"), r#""default";q=4;w=1"#);
+    assert_eq!(refused[0].header("ratelimit-policy"), r#""default";q=10;w=1"#);
     Ok(())
 }
 

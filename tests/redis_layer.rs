@@ -12,7 +12,7 @@ use http::{HeaderName, StatusCode};
 use middleware_common::{get, http1_client, serve, Hello};
 use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
-use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter, DEFAULT_PROBE_INTERVAL};
+use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter};
 use tollgate::middleware::{HeaderKey, Origin, RateLimitLayer, RateLimiter};
 use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp, TokenBucket};
 use tower::Layer;
@@ -86,11 +86,16 @@ async fn tat(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<i
 // The layer hands `refund` the origin `decide_with_origin` gave: a slot Redis never counted (the
 // local fallback gave it while Redis was away) must not give the fleet a unit back.
 #[tokio::test]
-async fn a_slot_the_fallback_gave_is_never_refunded_to_redis() -> Result<(), Error> {
+async fn a_slot_the_fallback_gave_goes_back_to_the_fallback_never_to_redis() -> Result<(), Error> {
     let mut server = RedisServer::start();
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
-    let share = KeyedLimiter::<str, _, _>::with_clock(shaper(), 100, clock.clone())?;
-    let gateway = RedisLimiter::builder(server.url(), shaper(), FailurePolicy::fallback(share))
+    let share = Arc::new(KeyedLimiter::<str, _, _>::with_clock(
+        shaper(),
+        100,
+        clock.clone(),
+    )?);
+    let policy = FailurePolicy::Fallback(Arc::clone(&share) as _);
+    let gateway = RedisLimiter::builder(server.url(), shaper(), policy)
         .client_time(clock.clone())
         .probe_interval(Duration::from_millis(1))
         .prefix("p:")
@@ -130,7 +135,10 @@ async fn a_slot_the_fallback_gave_is_never_refunded_to_redis() -> Result<(), Err
     // Both clients leave: the fallback's refund first, then Redis's, started in that order on
     // the gateway's one connection (this runtime runs its tasks in order). Once Redis's 2 units
     // are back, anything the fallback's refund sent to Redis would be there too.
+    let queued = share.peek(&key).delay();
     RateLimiter::<String>::refund(&gateway, key.clone(), 1, from_fallback);
+    // The share that counted the slot gets it back, at once (a local refund).
+    assert_eq!(share.peek(&key).delay(), queued - Duration::from_millis(100));
     RateLimiter::<String>::refund(&gateway, key.clone(), 2, from_redis);
     let slot = 100_000;
     let refunded = async {
@@ -176,13 +184,14 @@ async fn a_request_too_heavy_for_the_fallback_retries_after_a_probe_interval() -
         TokenBucket::new("10/s burst 10".parse()?)?,
         FailurePolicy::fallback(share),
     )
+    .probe_interval(Duration::from_millis(250))
     .connect()
     .await?;
     let answer = limiter.check_n("k", 5).await?;
     assert_eq!(answer.decided_by, DecidedBy::Fallback);
     assert!(!answer.is_allowed());
-    // Not "never" (the 584 years of u64::MAX ns): Redis, asked again after a probe interval,
-    // may admit it.
-    assert_eq!(answer.decision.retry_after(), DEFAULT_PROBE_INTERVAL);
+    // Not "never" (the 584 years of u64::MAX ns): Redis, asked again after the limiter's probe
+    // interval, may admit it.
+    assert_eq!(answer.decision.retry_after(), Duration::from_millis(250));
     Ok(())
 }

@@ -44,9 +44,9 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// runtime on the dropping thread nothing is started (and nothing panics); the refund is best
 /// effort, its failures are dropped, and a refund still in flight when the runtime shuts down
 /// is lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
-/// not count it (it would give the fleet a unit it never spent); nor does it go back to the
-/// fallback yet (its units stay spent until the fallback's own bucket drains them). A decision
-/// of fail open or fail closed counted nothing and gives nothing back.
+/// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's
+/// own limiter ([`FailurePolicy::refund_n`](super::FailurePolicy::refund_n)), which did. A
+/// decision of fail open or fail closed counted nothing and gives nothing back.
 impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
         let decided = self.decide_with_origin(key, cost);
@@ -72,8 +72,12 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         match origin {
             Origin::Limiter => {}
-            // See above: never to Redis; to the fallback once this limiter exposes its policy.
-            Origin::Fallback | Origin::Uncounted => return,
+            // See above: never to Redis, which did not count it; to the share that did.
+            Origin::Fallback => {
+                self.failure_policy().refund_n(&key.to_string(), cost);
+                return;
+            }
+            Origin::Uncounted => return,
         }
         // Only the buckets make a round trip; a cost above the capacity was never admitted.
         let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost) else {

@@ -78,6 +78,8 @@ pub struct RedisLimiter {
     time: TimeSource,
     deadline: Duration,
     policy: FailurePolicy,
+    /// The breaker's pause, also the retry-after of a request the fallback can never admit.
+    probe_interval: Duration,
     /// Shared with the refunds in flight (see [`Refund`]).
     breaker: Arc<Breaker>,
 }
@@ -193,6 +195,11 @@ impl RedisLimiter {
         self.program.capacity
     }
 
+    /// What this limiter answers by when Redis does not.
+    pub fn failure_policy(&self) -> &FailurePolicy {
+        &self.policy
+    }
+
     /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
     pub fn redis_key(&self, key: &str) -> String {
         self.key_with_suffix(key, self.program.suffix)
@@ -246,7 +253,9 @@ impl RedisLimiter {
         } else {
             Failure::RecentlyDown
         };
-        let (decision, decided_by) = self.policy.decide(key, cost, peek, self.program.capacity);
+        let (decision, decided_by) =
+            self.policy
+                .decide(key, cost, peek, self.program.capacity, self.probe_interval);
         Ok(RedisDecision {
             decision,
             decided_by,
@@ -406,6 +415,7 @@ impl RedisLimiterBuilder {
             time: self.time,
             deadline: self.deadline,
             policy: self.policy,
+            probe_interval: self.probe_interval,
             breaker: Arc::new(Breaker::new(self.probe_interval)),
         })
     }

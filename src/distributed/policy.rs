@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::DEFAULT_PROBE_INTERVAL;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::time::duration_to_nanos_saturating;
@@ -31,9 +30,11 @@ pub enum FailurePolicy {
     ///
     /// A request heavier than the local limiter's capacity (a share can be smaller than the
     /// heaviest request Redis admits) cannot pass it: it is refused
-    /// ([`Outcome::Denied`](crate::Outcome::Denied), remaining 0) with a retry-after of
-    /// [`DEFAULT_PROBE_INTERVAL`](super::DEFAULT_PROBE_INTERVAL), the default pause before
-    /// Redis is asked again: it may pass as soon as Redis answers.
+    /// ([`Outcome::Denied`](crate::Outcome::Denied), remaining 0) with a retry-after of the
+    /// limiter's probe interval
+    /// ([`probe_interval`](super::RedisLimiterBuilder::probe_interval), by default
+    /// [`DEFAULT_PROBE_INTERVAL`](super::DEFAULT_PROBE_INTERVAL)), the pause before Redis is
+    /// asked again: it may pass as soon as Redis answers.
     Fallback(Arc<dyn LocalFallback>),
 }
 
@@ -57,7 +58,14 @@ impl FailurePolicy {
     }
 
     /// The answer when Redis did not give one.
-    pub(crate) fn decide(&self, key: &str, cost: u64, peek: bool, capacity: u64) -> (Decision, DecidedBy) {
+    pub(crate) fn decide(
+        &self,
+        key: &str,
+        cost: u64,
+        peek: bool,
+        capacity: u64,
+        probe_interval: Duration,
+    ) -> (Decision, DecidedBy) {
         match self {
             FailurePolicy::FailOpen => (
                 Decision::untracked(Decision::allowed(capacity - cost, 0, 0)),
@@ -76,7 +84,7 @@ impl FailurePolicy {
                 // A request heavier than the local limiter's capacity (a share of the quota)
                 // cannot pass it while Redis is away; it may pass once Redis is back, which is
                 // asked again after a probe interval.
-                let retry_after = duration_to_nanos_saturating(DEFAULT_PROBE_INTERVAL);
+                let retry_after = duration_to_nanos_saturating(probe_interval);
                 let decision = decision.unwrap_or(Decision::denied(0, retry_after, 0));
                 (decision, DecidedBy::Fallback)
             }

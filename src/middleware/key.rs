@@ -25,22 +25,65 @@ pub trait KeyExtractor: Send + Sync + 'static {
 }
 
 /// Why a request has no key.
+///
+/// Each reason is either the request's fault ([`is_client_error`](Self::is_client_error): the
+/// client left out or garbled what it must send) or the server's (its configuration does not
+/// provide what the extractor reads); the layer's default answer follows
+/// ([`MissingKey::Reject`](super::MissingKey::Reject)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
-    /// The request carries no peer address: the server did not put one in its extensions.
+    /// The request carries no peer address: the server did not put one in its extensions (the
+    /// server's fault).
     MissingPeerAddr,
-    /// The header the key is read from is absent.
+    /// The header the key is read from is absent (the request's fault).
     MissingHeader(HeaderName),
-    /// The header is present but empty, or not visible ASCII.
+    /// The header is present but empty, or not visible ASCII (the request's fault).
     InvalidHeader(HeaderName),
-    /// An `X-Forwarded-For` or `Forwarded` entry written by a trusted proxy is not an address.
+    /// An `X-Forwarded-For` or `Forwarded` entry in the trusted part of the chain is not an
+    /// address (the request's fault: a client can garble the line its proxy appends to, with an
+    /// unclosed quote, say).
     MalformedForwarded {
         /// The entry that could not be read.
         entry: String,
     },
-    /// A custom extractor's reason.
+    /// A custom extractor's reason, the request's fault: the client is told this text.
     Other(String),
+    /// A custom extractor's reason, the server's fault (what it reads was never put in the
+    /// request, say): the client is not told this text (only the server's own answer, a 500 by
+    /// default, carries it).
+    Misconfigured(String),
+}
+
+impl KeyError {
+    /// Whether the request is at fault (`400 Bad Request` by default), rather than the server's
+    /// configuration (`500 Internal Server Error`): a client must not be able to make the server
+    /// answer 5xx at will by leaving a header out.
+    pub fn is_client_error(&self) -> bool {
+        match self {
+            KeyError::MissingHeader(_)
+            | KeyError::InvalidHeader(_)
+            | KeyError::MalformedForwarded { .. }
+            | KeyError::Other(_) => true,
+            KeyError::MissingPeerAddr | KeyError::Misconfigured(_) => false,
+        }
+    }
+
+    /// What a client may be told: what its request lacks, and nothing of the server's
+    /// configuration (no fix, no trusted proxies, no echo of a forwarding entry).
+    pub(crate) fn client_reason(&self) -> String {
+        match self {
+            KeyError::MissingHeader(name) => format!("the request has no `{name}` header"),
+            KeyError::InvalidHeader(_) => self.to_string(),
+            KeyError::MalformedForwarded { .. } => {
+                "the request's forwarding header cannot be read".to_owned()
+            }
+            KeyError::Other(reason) => reason.clone(),
+            KeyError::MissingPeerAddr | KeyError::Misconfigured(_) => {
+                "the server cannot tell which client sent the request".to_owned()
+            }
+        }
+    }
 }
 
 impl fmt::Display for KeyError {
@@ -65,7 +108,7 @@ impl fmt::Display for KeyError {
                 f,
                 "`{entry}`, written by a trusted proxy in the forwarding header, is not an IP address"
             ),
-            KeyError::Other(reason) => f.write_str(reason),
+            KeyError::Other(reason) | KeyError::Misconfigured(reason) => f.write_str(reason),
         }
     }
 }

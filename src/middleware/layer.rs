@@ -4,29 +4,56 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::StatusCode;
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::Full;
 use tower::Layer;
 
 use super::fields::{quote_policy_name, Fields, PolicyNameError, QuotedName};
-use super::key::KeyExtractor;
+use super::key::{KeyError, KeyExtractor};
 use super::limiter::RateLimiter;
+use super::refusal;
 use super::route::RouteFilter;
 use super::service::RateLimit;
 
 /// What the layer does with a request whose key cannot be read ([`KeyExtractor`] failed).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum MissingKey<K> {
-    /// Answer with this status (and the reason, with its fix, in the body). The default is
-    /// `500 Internal Server Error`: a missing key is usually a server misconfiguration (no peer
-    /// address, a proxy not setting its header).
+    /// Answer by who is at fault (the default): `400 Bad Request` when the request lacks what
+    /// the client must send (a missing or unreadable key header, an unreadable forwarding
+    /// header: [`KeyError::is_client_error`]), `500 Internal Server Error` when the server lacks
+    /// what it must provide (no peer address: a configuration error). The 400's body says what
+    /// the request lacks and nothing of the server's configuration; the 500's says how to fix
+    /// the server.
+    #[default]
+    Reject,
+    /// Answer with this status, whatever the reason (a 4xx body says only what the request
+    /// lacks; any other status's body says the whole reason, with its fix).
     Respond(StatusCode),
     /// Limit the request under this key (all keyless requests then share one quota).
     Use(K),
 }
 
-impl<K> Default for MissingKey<K> {
-    fn default() -> Self {
-        MissingKey::Respond(StatusCode::INTERNAL_SERVER_ERROR)
+impl<K: Clone> MissingKey<K> {
+    /// The key to limit a keyless request under, or the layer's answer to it (boxed: the rare,
+    /// larger case). `grpc` is the content type of a gRPC request.
+    pub(crate) fn resolve(
+        &self,
+        error: &KeyError,
+        grpc: Option<&HeaderValue>,
+    ) -> Result<K, Box<Response<Full<Bytes>>>> {
+        let status = match self {
+            MissingKey::Use(key) => return Ok(key.clone()),
+            MissingKey::Respond(status) => *status,
+            MissingKey::Reject if error.is_client_error() => StatusCode::BAD_REQUEST,
+            MissingKey::Reject => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = if status.is_client_error() {
+            error.client_reason()
+        } else {
+            error.to_string()
+        };
+        Err(Box::new(refusal::error(status, message, grpc)))
     }
 }
 
@@ -72,7 +99,8 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitLayer<L, X> {
     /// A layer limiting requests by the key `extractor` reads, with `limiter`, and the
     /// defaults: `Retry-After` and the `RateLimit` fields on refusals (the policy named
     /// `"default"`), none on admitted responses, no legacy fields, any shaping delay the limiter
-    /// gives, 500 for a request without a key, 503 when the limiter cannot decide.
+    /// gives, 400 or 500 for a request without a key ([`MissingKey::Reject`]: the request's
+    /// fault or the server's), 503 when the limiter cannot decide.
     pub fn new(limiter: L, extractor: X) -> RateLimitLayer<L, X> {
         RateLimitLayer::builder(limiter, extractor).build()
     }
@@ -155,7 +183,8 @@ pub struct RateLimitBuilder<L, X: KeyExtractor> {
 }
 
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
-    /// What to do with a request whose key cannot be read (default: respond 500).
+    /// What to do with a request whose key cannot be read (default: [`MissingKey::Reject`],
+    /// 400 or 500 by who is at fault).
     pub fn missing_key(mut self, behaviour: MissingKey<X::Key>) -> Self {
         self.shared.missing_key = behaviour;
         self

@@ -16,7 +16,7 @@ use tower::Service;
 
 use super::fields::{write_retry_after, PreparedFields};
 use super::key::KeyExtractor;
-use super::layer::{MissingKey, OnLimiterError, Shared};
+use super::layer::{OnLimiterError, Shared};
 use super::limiter::{LimiterError, Origin, RateLimiter};
 use super::refusal::{self, grpc_content_type};
 use super::shaping::Slot;
@@ -106,11 +106,9 @@ where
         let grpc = grpc_content_type(&head.headers);
         let key = match shared.extractor.extract(&head) {
             Ok(key) => key,
-            Err(error) => match &shared.missing_key {
-                MissingKey::Use(key) => key.clone(),
-                MissingKey::Respond(status) => {
-                    return ResponseFuture::own(refusal::error(*status, error.to_string(), grpc))
-                }
+            Err(error) => match shared.missing_key.resolve(&error, grpc) {
+                Ok(key) => key,
+                Err(answer) => return ResponseFuture::own(*answer),
             },
         };
         // The fast path: a limiter in memory decides here, and an admitted request with no wait
