@@ -231,6 +231,25 @@ fn active_counts_the_keys_still_limited_and_len_the_keys_held() {
     assert_eq!((limiter.len(), limiter.active()), (limiter.slots(), 0));
 }
 
+/// `max_memory` is the bound every slot's log would reach (8 bytes per unit of the limit, plus
+/// a few words per slot), and a table whose bound is far beyond this machine is built without
+/// allocating it: logs are allocated as slots are first used.
+#[test]
+fn max_memory_is_every_slot_with_a_full_log() {
+    let limiter = keyed::<u64>("100/min", 1_000);
+    let logs = limiter.slots() * 100 * 8;
+    assert!(
+        (logs..=logs + limiter.slots() * 64).contains(&limiter.max_memory()),
+        "{} bytes for {} slots",
+        limiter.max_memory(),
+        limiter.slots()
+    );
+    let huge = keyed::<u64>("1000000/min", 1_000_000);
+    assert!(huge.max_memory() >= 10 * (1 << 40), "{}", huge.max_memory());
+    assert!(huge.check(&7).is_allowed());
+    assert_eq!(huge.len(), 1);
+}
+
 #[test]
 fn a_full_table_can_admit_untracked() {
     let clock = ManualClock::starting_at(ts(T0));

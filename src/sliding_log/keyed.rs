@@ -19,7 +19,8 @@ use crate::{Decision, Timestamp, WhenFull};
 ///
 /// - Memory is bounded at construction: `ceil(capacity * 10 / 7)` slots, each with a log of
 ///   8 bytes per unit of the limit, allocated the first time the slot is used and reused for
-///   every later key that takes the slot. Nothing is allocated per request.
+///   every later key that takes the slot ([`max_memory`](Self::max_memory) gives the bound: a
+///   limit of 1,000,000 for 1,000,000 keys comes to about 10 TiB). Nothing is allocated per request.
 /// - Keys are never stored or cloned: a key is its 53-bit ahash fingerprint, under a random seed
 ///   chosen per limiter (as in the `KeyedLimiter`).
 /// - A decision for a present key locks that key's log only, for one read-decide-record.
@@ -64,6 +65,13 @@ impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
     }
 }
 
+/// The bytes one slot comes to with its log allocated; `None` past the address space.
+fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
+    log.entries()
+        .checked_mul(8)
+        .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16))
+}
+
 impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
     ///
@@ -72,11 +80,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// slot) would not fit in memory.
     pub fn with_clock(log: SlidingLog, capacity: usize, clock: C) -> Result<Self, CapacityError> {
         // Every slot may end up with a full log: the bound must fit the address space.
-        let slot_bytes = log
-            .entries()
-            .checked_mul(8)
-            .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16))
-            .ok_or(CapacityError::TooLarge { capacity })?;
+        let slot_bytes = max_slot_bytes(&log).ok_or(CapacityError::TooLarge { capacity })?;
         let layout = TableLayout::for_capacity(capacity, slot_bytes)?;
         let shards = (0..layout.shards())
             .map(|_| {
@@ -212,6 +216,16 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// Slots in the table (each with a log of the limit once used).
     pub fn slots(&self) -> usize {
         self.shards.iter().map(LogShard::len).sum()
+    }
+
+    /// The most memory the table can come to, in bytes: every slot with its log allocated (8
+    /// bytes per unit of the limit), as after enough distinct keys. Logs are allocated when a
+    /// slot is first used, so a new table takes far less; a log that cannot be allocated then
+    /// leaves its key to the [`WhenFull`] policy, never a panic. Check this figure against the
+    /// machine before choosing a large limit and capacity together.
+    pub fn max_memory(&self) -> usize {
+        // Computed at construction without overflow, with this very log.
+        max_slot_bytes(&self.log).map_or(usize::MAX, |bytes| bytes.saturating_mul(self.slots()))
     }
 
     /// The log's configuration.
