@@ -195,3 +195,29 @@ async fn a_request_too_heavy_for_the_fallback_retries_after_a_probe_interval() -
     assert_eq!(answer.decision.retry_after(), Duration::from_millis(250));
     Ok(())
 }
+
+/// An admission by the local fallback carries `r` (the share's count) but no `t`: the time
+/// until more quota comes follows from the fleet's policy only when Redis decided, and the
+/// share refills at its own rate.
+#[tokio::test]
+async fn a_fallback_admission_announces_no_refill_time() -> Result<(), Error> {
+    // The fleet: 100/min (a unit back every 0.6 s). This instance's share while Redis is away:
+    // 10/min (one every 6 s). Nothing listens on port 1.
+    let share = KeyedLimiter::<str, _>::new(TokenBucket::new("10/min".parse()?)?, 100)?;
+    let limiter = RedisLimiter::builder(
+        "redis://127.0.0.1:1/",
+        TokenBucket::new("100/min".parse()?)?,
+        FailurePolicy::fallback(share),
+    )
+    .deadline(Duration::from_millis(200))
+    .connect()
+    .await?;
+    let layer = RateLimitLayer::builder(limiter, HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .fields_on_admitted(true)
+        .build();
+    let gateway = serve(layer.layer(Hello), true).await;
+    let admitted = get(&http1_client(), gateway, "/", &[("x-api-key", "k")]).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    assert_eq!(admitted.header("ratelimit"), r#""default";r=9"#);
+    Ok(())
+}

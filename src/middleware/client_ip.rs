@@ -41,8 +41,10 @@ pub enum ForwardedHeader {
 /// the request gets the layer's [`MissingKey`](super::MissingKey) behaviour.
 ///
 /// **The trusted ranges must hold your proxies and nothing else.** A client whose own address
-/// is in a trusted range is taken for a proxy. Behind one of your proxies it is still keyed by
-/// its own address (the right-most entry, rule 3), but connecting directly it is the peer, and
+/// is in a trusted range is taken for a proxy. Behind exactly one of your proxies it is still
+/// keyed by its own address (the right-most entry, rule 3); behind several, every such client
+/// is keyed by the first proxy's address (the right-most entry then), so they share one key;
+/// connecting directly it is the peer, and
 /// whatever it writes in the header is believed: it chooses its key at will. Never trust a
 /// range that contains clients (a whole private network your users are on, `0.0.0.0/0`, `::/0`):
 /// list the proxies' own addresses, or a subnet that holds only them.

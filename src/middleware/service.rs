@@ -37,6 +37,9 @@ pub type LimitedBody<B> = Either<B, Full<Bytes>>;
 /// clone of the inner service, polled ready only once the wait is over. Either way, what the
 /// inner service reserved in `poll_ready` (a concurrency permit, a buffer slot) is released by
 /// the call, not held while the request waits: one client's queue never blocks another client.
+/// The price: a shaped request leaves at its slot only if the inner service is ready then; if
+/// it stalls past several slots, the requests whose slots passed leave together when it is
+/// ready again.
 pub struct RateLimit<S, L, X: KeyExtractor> {
     inner: S,
     shared: Arc<Shared<L, X>>,
@@ -130,7 +133,7 @@ where
                 return ResponseFuture::slow(Box::pin(slow));
             }
         };
-        let fields = match answer(shared, &decision, grpc) {
+        let fields = match answer(shared, &decision, Origin::Limiter, grpc) {
             Answer::Forward(fields) => fields,
             Answer::Refuse(refused) => return ResponseFuture::own(refused),
         };
@@ -168,15 +171,22 @@ enum Answer {
     Refuse(Response<Full<Bytes>>),
 }
 
+/// `origin` says who decided: the time until more quota (`t`) follows from the policy's refill
+/// only when the limiter itself did; a stand-in (a Redis limiter's local fallback, with its own
+/// share of the quota) or a fail-open admission gets `r` alone.
 fn answer<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
     decision: &Decision,
+    origin: Origin,
     grpc: Option<&HeaderValue>,
 ) -> Answer {
     let fields = &shared.fields;
     match decision.outcome() {
         Outcome::Allowed | Outcome::AllowedUntracked => {
-            Answer::Forward(fields.on_admitted.then(|| fields.admitted(decision)))
+            Answer::Forward(fields.on_admitted.then(|| match origin {
+                Origin::Limiter => fields.admitted(decision),
+                Origin::Fallback | Origin::Uncounted => fields.prepare(decision.remaining(), None),
+            }))
         }
         Outcome::Denied => {
             let retry_after = decision.retry_after();
@@ -261,7 +271,7 @@ where
             }
         }
     };
-    let fields = match answer(&shared, &decision, grpc) {
+    let fields = match answer(&shared, &decision, origin, grpc) {
         Answer::Forward(fields) => fields,
         Answer::Refuse(refused) => return Ok(refused.map(Either::Right)),
     };
