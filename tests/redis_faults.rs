@@ -687,3 +687,35 @@ async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
     // Back under 200/min (instances of both quotas at once): the list's 300 units still count.
     assert_eq!(admitted_of(&packed, "raised", 10).await, 0);
 }
+
+/// A packed log (limit <= 256) keeps records that left its own window until it is rewritten, so
+/// a list quota with a longer window can find more than 256 of its units in its window. Moving
+/// 10240 of them into the list once failed (one `RPUSH` of all of them: Lua's `unpack` takes
+/// about 8000 values at most; the script's error fell to the failure policy).
+#[tokio::test(flavor = "current_thread")]
+async fn a_packed_log_of_many_units_moves_into_the_list() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let packed = client_time_limiter(&server, log("256/min"), &clock, "move:").await;
+    let list = client_time_limiter(&server, log("20000/h"), &clock, "move:").await;
+    for minute in 0..40 {
+        let answer = packed.check_n("k", 256).await.unwrap();
+        assert!(answer.is_allowed() && answer.decided_by == DecidedBy::Redis, "{minute}: {answer:?}");
+        clock.advance(Duration::from_secs(60));
+    }
+    // 40 * 256 = 10240 units in the last hour: one more is admitted, and all of them move.
+    let answer = list.check("k").await.unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+    assert!(answer.is_allowed());
+    assert_eq!(answer.decision.remaining(), 20_000 - 10_241);
+    let entries: u64 = raw.llen(list.redis_key("k")).await.unwrap();
+    assert_eq!(entries, 10_241);
+    let packed_left: bool = raw.exists(packed.redis_key("k")).await.unwrap();
+    assert!(!packed_left, "the packed log was moved into the list");
+    // Read from the list now, the same units: 9759 more, not 9760.
+    assert!(!list.check_n("k", 9_760).await.unwrap().is_allowed());
+    assert!(list.check_n("k", 9_759).await.unwrap().is_allowed());
+}
+

@@ -107,13 +107,14 @@ end
 if inside + cost <= limit then
   if not ARGV[2] then
     if moved then
-      -- The packed log's units in the window come first; the string goes.
-      local kept = {}
-      for i = expired + 1, #moved do
-        kept[#kept + 1] = format('%d', moved[i])
-      end
-      if #kept > 0 then
-        redis.call('RPUSH', key, unpack(kept))
+      -- The packed log's units in the window come first, pushed in batches of at most 1000
+      -- (`unpack` is limited by Lua's C stack, about 8000 values); the string goes.
+      for first = expired + 1, #moved, 1000 do
+        local batch = {}
+        for i = first, math.min(first + 999, #moved) do
+          batch[#batch + 1] = format('%d', moved[i])
+        end
+        redis.call('RPUSH', key, unpack(batch))
       end
       redis.call('DEL', KEYS[2])
     elseif expired > 0 then
