@@ -719,3 +719,32 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
     assert!(list.check_n("k", 9_759).await.unwrap().is_allowed());
 }
 
+/// The same log above 65536 units in the list's window is a valid state, read at the cost of its
+/// records (once reported as `CorruptState`): a 65536/5h limit refuses, by Redis, until the
+/// units that block have left: 69120 + 1 - 65536 = 3585 of them, the oldest 15 minutes' worth
+/// (256 a minute), so the one admitted at minute 14 leaves 5 h after it, 44 min from now.
+#[tokio::test(flavor = "current_thread")]
+async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
+    let server = RedisServer::start();
+    let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let packed = client_time_limiter(&server, log("256/min"), &clock, "big:").await;
+    let list = client_time_limiter(&server, log("65536/5h"), &clock, "big:").await;
+    for minute in 0..270 {
+        let answer = packed.check_n("k", 256).await.unwrap();
+        assert!(answer.is_allowed() && answer.decided_by == DecidedBy::Redis, "{minute}: {answer:?}");
+        clock.advance(Duration::from_secs(60));
+    }
+    let answer = list.check("k").await.unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+    assert!(!answer.is_allowed());
+    assert_eq!(answer.decision.remaining(), 0);
+    assert_eq!(answer.decision.retry_after(), Duration::from_secs(44 * 60));
+    // 44 min later, the 15 oldest minutes (3840 units) have left: 65280 remain, 256 below the
+    // limit, and an admission moves them all into the list.
+    clock.advance(Duration::from_secs(44 * 60));
+    assert!(!list.check_n("k", 257).await.unwrap().is_allowed());
+    let answer = list.check_n("k", 256).await.unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+    assert!(answer.is_allowed(), "{answer:?}");
+}

@@ -25,15 +25,27 @@ end
 local key = KEYS[1]
 -- Integer arguments go as text made with '%d' (cheaper than number arguments: gcra.lua).
 local format = string.format
--- `moved`: the packed log's units, one time per unit, oldest first, when it stands in for the
--- list (read by `entry` as the list would be).
+-- `moved`: the packed log's records in the window, oldest first, when it stands in for the list:
+-- each {time, units, units before it}, read by `entry` as the list's one entry per unit would be
+-- (found by bisection over the records: the units are never spread out one by one, so a log of
+-- any size its encoding holds is read at the cost of its records).
 local moved = nil
+local length = 0
 local function entry(at)
   if moved then
     if at < 0 then
-      return moved[#moved + 1 + at]
+      at = length + at
     end
-    return moved[at + 1]
+    local low, high = 1, #moved
+    while low < high do
+      local middle = math.floor((low + high + 1) / 2)
+      if moved[middle][3] <= at then
+        low = middle
+      else
+        high = middle - 1
+      end
+    end
+    return moved[low][1]
   end
   local t = tonumber(redis.call('LINDEX', key, format('%d', at)))
   if not t then
@@ -41,13 +53,16 @@ local function entry(at)
   end
   return t
 end
-local length = redis.call('LLEN', key)
+length = redis.call('LLEN', key)
 if length == 0 and KEYS[2] then
   local log = redis.call('GET', KEYS[2])
   if log then
     local read, wrap = struct.unpack, 4294967296
     local records = (#log - 16) / 12
-    if records < 1 or records % 1 ~= 0 then
+    -- A valid packed log holds at most 272 records (`limit + min(limit, 16)`, limit <= 256):
+    -- past 2^20, no state of ours, and every sum of units below (each under 2^32) stays below
+    -- 2^53.
+    if records < 1 or records % 1 ~= 0 or records > 1048576 then
       return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
     end
     local oldest = read('<i8', log)
@@ -55,7 +70,8 @@ if length == 0 and KEYS[2] then
     if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
       return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
     end
-    -- Only the units still in the window matter; a packed log holds at most 256 of them.
+    -- Only the units still in the window matter (the packed log's own window may have been
+    -- shorter: then more than 256 of them).
     local cutoff = math.max(newest, now) - w
     local previous = before
     moved = {}
@@ -63,16 +79,11 @@ if length == 0 and KEYS[2] then
       local time, count = read('<i8I4', log, 12 * i - 11)
       local units = (count - previous) % wrap
       previous = count
-      if time > cutoff then
-        if #moved + units > 65536 then
-          return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
-        end
-        for _ = 1, units do
-          moved[#moved + 1] = time
-        end
+      if time > cutoff and units > 0 then
+        moved[#moved + 1] = {time, units, length}
+        length = length + units
       end
     end
-    length = #moved
   end
 end
 -- A clock that went back decides at the newest entry's time, as if it had stood still there:
@@ -107,14 +118,24 @@ end
 if inside + cost <= limit then
   if not ARGV[2] then
     if moved then
-      -- The packed log's units in the window come first, pushed in batches of at most 1000
-      -- (`unpack` is limited by Lua's C stack, about 8000 values); the string goes.
-      for first = expired + 1, #moved, 1000 do
-        local batch = {}
-        for i = first, math.min(first + 999, #moved) do
-          batch[#batch + 1] = format('%d', moved[i])
+      -- The packed log's units in the window come first, one entry per unit, pushed in batches
+      -- of at most 1000 (`unpack` is limited by Lua's C stack, about 8000 values); the string
+      -- goes. They are fewer than `limit` (the request was admitted with them).
+      local pending, count = {}, 0
+      for _, record in ipairs(moved) do
+        local units = math.min(record[2], record[2] + record[3] - expired)
+        local text = format('%d', record[1])
+        for _ = 1, units do
+          count = count + 1
+          pending[count] = text
+          if count == 1000 then
+            redis.call('RPUSH', key, unpack(pending, 1, count))
+            count = 0
+          end
         end
-        redis.call('RPUSH', key, unpack(batch))
+      end
+      if count > 0 then
+        redis.call('RPUSH', key, unpack(pending, 1, count))
       end
       redis.call('DEL', KEYS[2])
     elseif expired > 0 then
