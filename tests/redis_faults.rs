@@ -522,7 +522,10 @@ async fn a_fleet_on_two_window_lengths_keeps_the_days_units() {
         assert!(daily.check_n("k", 10).await.unwrap().is_allowed(), "{name}");
         let refused = hourly.check("k").await.unwrap();
         assert_eq!(refused.decided_by, DecidedBy::Redis, "{name}");
-        assert!(!refused.is_allowed(), "{name}: the day's 10 may all be in this hour");
+        assert!(
+            !refused.is_allowed(),
+            "{name}: the day's 10 may all be in this hour"
+        );
         // The refusal left the key under the day, until midnight.
         let ttl: i64 = raw.pttl(hourly.redis_key("k")).await.unwrap();
         assert!(ttl > to_midnight - 60_000, "{name}: the key expires in {ttl} ms");
@@ -530,10 +533,16 @@ async fn a_fleet_on_two_window_lengths_keeps_the_days_units() {
         clock.advance(Duration::from_secs(91 * 60));
         let hourly_later = hourly.check("k").await.unwrap();
         assert_eq!(hourly_later.decided_by, DecidedBy::Redis, "{name}");
-        assert!(!hourly_later.is_allowed(), "{name}: the day's units count in every hour of it");
+        assert!(
+            !hourly_later.is_allowed(),
+            "{name}: the day's units count in every hour of it"
+        );
         let daily_later = daily.check_n("k", 9).await.unwrap();
         assert_eq!(daily_later.decided_by, DecidedBy::Redis, "{name}");
-        assert!(!daily_later.is_allowed(), "{name}: 19 admitted in a day under 10/d");
+        assert!(
+            !daily_later.is_allowed(),
+            "{name}: 19 admitted in a day under 10/d"
+        );
     }
 }
 
@@ -702,7 +711,10 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
     let list = client_time_limiter(&server, log("20000/h"), &clock, "move:").await;
     for minute in 0..40 {
         let answer = packed.check_n("k", 256).await.unwrap();
-        assert!(answer.is_allowed() && answer.decided_by == DecidedBy::Redis, "{minute}: {answer:?}");
+        assert!(
+            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
+            "{minute}: {answer:?}"
+        );
         clock.advance(Duration::from_secs(60));
     }
     // 40 * 256 = 10240 units in the last hour: one more is admitted, and all of them move.
@@ -732,7 +744,10 @@ async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
     let list = client_time_limiter(&server, log("65536/5h"), &clock, "big:").await;
     for minute in 0..270 {
         let answer = packed.check_n("k", 256).await.unwrap();
-        assert!(answer.is_allowed() && answer.decided_by == DecidedBy::Redis, "{minute}: {answer:?}");
+        assert!(
+            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
+            "{minute}: {answer:?}"
+        );
         clock.advance(Duration::from_secs(60));
     }
     let answer = list.check("k").await.unwrap();
