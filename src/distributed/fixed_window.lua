@@ -60,16 +60,17 @@ if stored then
     end
   end
 end
+local until_end = (index + 1) * window - now
+-- The key lives to this window's end, and never less than to the stored span's end.
+local lives = math.max(until_end, ends - now)
 -- A kept state's count counts whole in every window of this length its span reaches: it resets
 -- at the end of the one that holds the span's end.
-local until_end = (index + 1) * window - now
 if kept then
   until_end = math.max(until_end, math.ceil(ends / window) * window - now)
 end
--- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua), never before the
--- stored span's end.
+-- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
 local function ttl()
-  return string.format('%d', math.ceil(math.max(until_end, ends - now) / 1000))
+  return string.format('%d', math.ceil(lives / 1000))
 end
 if count + cost > limit then
   if converted and not kept and cost > 0 and not ARGV[2] then
