@@ -9,7 +9,7 @@
 --          than four numbers to parse.
 -- ARGV[2]  present: a peek, decide without writing.
 -- Returns  24 bytes (struct '<i8i8i8'): admitted (1 or 0), the count before the request,
---          microseconds until that count resets (the window's end, or a longer stored window's).
+--          microseconds to the window's end.
 local cost, window, limit, now
 if #ARGV[1] == 32 then
   cost, window, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
@@ -18,10 +18,7 @@ else
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
--- `ends`: where a state written under another length stops counting for it; `kept`: that state
--- (index `si`, length `sw`) stays under its own length, the request's units added to it.
-local index, count, same, converted, kept = math.floor(now / window), 0, false, false, false
-local ends, si, sw = 0, 0, 0
+local index, count, same, converted = math.floor(now / window), 0, false, false
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local i, c, w
@@ -41,40 +38,22 @@ if stored then
       index, count, same = i, c, true
     end
   elseif (i + 1) * w > index * window then
-    -- Written under another window length (the quota changed, or a rolling change runs
-    -- instances on both lengths): its units were admitted at unknown times in
-    -- [i * w, (i + 1) * w), so while that span reaches into the current window they all count
-    -- in it: none that may be in the window is lost. A span that starts after the current window
-    -- (a clock that went back) is decided in the window of this length that holds its start, as
-    -- a stored window ahead of the clock is.
+    -- Written under another window length (the quota changed): its units were admitted at
+    -- unknown times in [i * w, (i + 1) * w), so while that span reaches into the current window
+    -- they all count in it: none that may be in the window is lost. A span that starts after the
+    -- current window (a clock that went back) is decided in the window of this length that
+    -- holds its start, as a stored window ahead of the clock is. The first decision that is not
+    -- a peek writes the state again under this length, admitted or refused, so that the key
+    -- lives as long as this window (an old, shorter window's key would expire while its units
+    -- still count).
     index, count, converted = math.max(index, math.floor(i * w / window)), c, true
-    ends = (i + 1) * w
-    -- Which length the state is written under: a longer window whose span still reaches now
-    -- counts its units (and the ones admitted now) until its end, so it stays under its length
-    -- (an admission adds to its count; a refusal writes nothing), and instances on that length
-    -- lose none of them. Otherwise the state is written again under this length, admitted or
-    -- refused, so that the key lives as long as this window; the key never expires before the
-    -- stored span's end either.
-    if w > window and ends > now then
-      kept, si, sw = true, i, w
-    end
   end
 end
 local until_end = (index + 1) * window - now
--- The key lives to this window's end, and never less than to the stored span's end.
-local lives = math.max(until_end, ends - now)
--- A kept state's count counts whole in every window of this length its span reaches: it resets
--- at the end of the one that holds the span's end.
-if kept then
-  until_end = math.max(until_end, math.ceil(ends / window) * window - now)
-end
--- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
-local function ttl()
-  return string.format('%d', math.ceil(lives / 1000))
-end
 if count + cost > limit then
-  if converted and not kept and cost > 0 and not ARGV[2] then
-    redis.call('PSETEX', KEYS[1], ttl(), struct.pack('<i8i8i8', index, count, window))
+  if converted and cost > 0 and not ARGV[2] then
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil(until_end / 1000)),
+      struct.pack('<i8i8i8', index, count, window))
   end
   return struct.pack('<i8i8i8', 0, count, until_end)
 end
@@ -82,12 +61,12 @@ if cost > 0 and not ARGV[2] then
   -- The key expires when its window ends: a fresh key then decides the same. A key that holds
   -- this window already expires then (set when its first unit was counted): keep that TTL, which
   -- spares setting it and formatting it.
+  local value = struct.pack('<i8i8i8', index, count + cost, window)
   if same then
-    redis.call('SET', KEYS[1], struct.pack('<i8i8i8', index, count + cost, window), 'KEEPTTL')
-  elseif kept then
-    redis.call('PSETEX', KEYS[1], ttl(), struct.pack('<i8i8i8', si, count + cost, sw))
+    redis.call('SET', KEYS[1], value, 'KEEPTTL')
   else
-    redis.call('PSETEX', KEYS[1], ttl(), struct.pack('<i8i8i8', index, count + cost, window))
+    -- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil(until_end / 1000)), value)
   end
 end
 return struct.pack('<i8i8i8', 1, count, until_end)

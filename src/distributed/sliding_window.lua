@@ -22,10 +22,6 @@ else
 end
 local index = math.floor(now / w)
 local previous, current, same, converted = 0, 0, false, false
--- `ends`: when a state written under another length stops counting for it (the end of the
--- window after its own); `kept`: that state's value with this request's units added, written
--- instead of one under this length.
-local ends, kept = 0, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local i, p, c, sw
@@ -52,13 +48,14 @@ if stored then
       previous = c
     end
   else
-    -- Written under another window length (the quota changed, or a rolling change runs
-    -- instances on both lengths). Its counts were admitted at unknown times, `c` in
-    -- [i * sw, (i + 1) * sw) and `p` in the span before: each counts whole in the current
-    -- window if its span reaches into it, else in the previous window if it reaches into that
-    -- one, else not at all (none that may weigh now is lost). A stored window that starts after
-    -- the current one (a clock that went back) is decided in the window of this length that
-    -- holds its start.
+    -- Written under another window length (the quota changed). Its counts were admitted at
+    -- unknown times, `c` in [i * sw, (i + 1) * sw) and `p` in the span before: each counts
+    -- whole in the current window if its span reaches into it, else in the previous window if
+    -- it reaches into that one, else not at all (none that may weigh now is lost). A stored
+    -- window that starts after the current one (a clock that went back) is decided in the
+    -- window of this length that holds its start. The first decision that is not a peek writes
+    -- the state again under this length, admitted or refused, so that the key lives as long as
+    -- these windows.
     local begins = i * sw
     if begins >= (index + 1) * w then
       index = math.floor(begins / w)
@@ -80,22 +77,6 @@ if stored then
       current = most_here
     end
     converted = previous + current > 0
-    ends = (i + 2) * sw
-    -- Which length the state is written under: a longer window that holds now (or lies ahead
-    -- of it) keeps its counts, and the ones admitted now in its window `i`, as its own script
-    -- would, so instances on that length lose none of them while it lasts; a refusal writes
-    -- nothing. Otherwise
-    -- the state is written again under this length, admitted or refused, so that the key lives
-    -- as long as these windows, and never expires before the stored state stops counting
-    -- (`ends`). Once the longer window is over the state moves to this length: kept in the
-    -- window after, it would hold this length's units under the longer one for ever. A count past
-    -- what the stored length can hold (`most`) is held at it, which refuses every request of
-    -- that length.
-    if sw > w and (i + 1) * sw > now then
-      kept = function(units)
-        return struct.pack('<i8i8i8i8', i, p, math.min(c + units, most), sw)
-      end
-    end
   end
 end
 local start = index * w
@@ -103,29 +84,23 @@ local elapsed = now - start
 if elapsed < 0 then
   elapsed = 0
 end
--- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua): the key expires when
--- both counts have left the sliding window, at the end of the window after this one, and never
--- before a stored state written under another length stops counting.
-local function ttl()
-  return string.format('%d', math.ceil((math.max(start + 2 * w, ends) - now) / 1000))
-end
 if cost > 0 and previous * (w - elapsed) + (current + cost) * w > limit * w then
-  if converted and not kept and not ARGV[2] then
-    redis.call('PSETEX', KEYS[1], ttl(), struct.pack('<i8i8i8i8', index, previous, current, w))
+  if converted and not ARGV[2] then
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)),
+      struct.pack('<i8i8i8i8', index, previous, current, w))
   end
   return struct.pack('<i8i8i8i8', 0, previous, current, start - now)
 end
 if cost > 0 and not ARGV[2] then
-  -- A key that holds this window already expires when it should (set when its first unit was
-  -- counted): keep that TTL, which spares setting it and formatting it.
+  -- The key expires when both counts have left the sliding window, at the end of the window
+  -- after this one. A key that holds this window already expires then (set when its first unit
+  -- was counted): keep that TTL, which spares setting it and formatting it.
+  local value = struct.pack('<i8i8i8i8', index, previous, current + cost, w)
   if same then
-    redis.call('SET', KEYS[1], struct.pack('<i8i8i8i8', index, previous, current + cost, w),
-      'KEEPTTL')
-  elseif kept then
-    redis.call('PSETEX', KEYS[1], ttl(), kept(cost))
+    redis.call('SET', KEYS[1], value, 'KEEPTTL')
   else
-    redis.call('PSETEX', KEYS[1], ttl(),
-      struct.pack('<i8i8i8i8', index, previous, current + cost, w))
+    -- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
+    redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)), value)
   end
 end
 return struct.pack('<i8i8i8i8', 1, previous, current, start - now)
