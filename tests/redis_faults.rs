@@ -475,6 +475,58 @@ async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
     }
 }
 
+/// During a rolling change from 10/d to 10/h, the new length decides: an hourly instance takes
+/// the key into its hour; once it decides again in a later hour (the sliding window: two hours
+/// on), the day's units are gone for the daily instances too, which admit all but what the
+/// hourly one counted since, as `docs/distributed.md` ("Changing a quota") says. That is the most
+/// they lose: the key is then theirs again, and they refuse past it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_rolling_window_change_loses_the_longer_windows_units_at_most_once() {
+    let server = RedisServer::start();
+    let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
+    // 08:30 plus this much is in a new hour (two for the sliding window) of the same day.
+    let pairs: [(RedisAlgorithm, RedisAlgorithm, u64); 2] = [
+        (
+            FixedWindow::new(day).unwrap().into(),
+            FixedWindow::new(hour).unwrap().into(),
+            31 * 60,
+        ),
+        (
+            SlidingWindow::new(day).unwrap().into(),
+            SlidingWindow::new(hour).unwrap().into(),
+            91 * 60,
+        ),
+    ];
+    for (daily, hourly, later) in pairs {
+        let name = daily.name();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT));
+        let daily = client_time_limiter(&server, daily, &clock, "rolling:").await;
+        let hourly = client_time_limiter(&server, hourly, &clock, "rolling:").await;
+        assert!(daily.check_n("k", 10).await.unwrap().is_allowed(), "{name}");
+        // The day's 10 count in the hourly instance's current hour: refused, and the key is now
+        // written under the hour.
+        let refused = hourly.check("k").await.unwrap();
+        assert_eq!(refused.decided_by, DecidedBy::Redis, "{name}");
+        assert!(!refused.is_allowed(), "{name}: {refused:?}");
+        clock.advance(Duration::from_secs(later));
+        assert!(
+            hourly.check("k").await.unwrap().is_allowed(),
+            "{name}: a new hour"
+        );
+        let lost = daily.check_n("k", 9).await.unwrap();
+        assert_eq!(lost.decided_by, DecidedBy::Redis, "{name}");
+        assert!(
+            lost.is_allowed(),
+            "{name}: the day's units were expected lost: {lost:?}"
+        );
+        let bounded = daily.check("k").await.unwrap();
+        assert!(
+            !bounded.is_allowed(),
+            "{name}: more than a second day's quota: {bounded:?}"
+        );
+    }
+}
+
 /// Two Redis Cluster nodes, each holding half of the slots, that know each other.
 async fn two_node_cluster() -> [RedisServer; 2] {
     let nodes = [(); 2].map(|()| RedisServer::start_with(&["--cluster-enabled", "yes"]));
