@@ -17,7 +17,9 @@ use super::route::RouteFilter;
 use super::service::RateLimit;
 
 /// What the layer does with a request whose key cannot be read ([`KeyExtractor`] failed).
+/// Non-exhaustive: a later version may add ways to answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MissingKey<K> {
     /// Answer by who is at fault (the default): `400 Bad Request` when the request lacks what
     /// the client must send (a missing or unreadable key header, an unreadable forwarding
