@@ -527,6 +527,19 @@ async fn a_rolling_window_change_loses_the_longer_windows_units_at_most_once() {
     }
 }
 
+/// Admits 256 units for key `k` through `packed` (a packed log of limit 256 a minute) at the start
+/// of each of `minutes` minutes, moving `clock` one minute after each.
+async fn fill_packed_log(packed: &RedisLimiter, clock: &ManualClock, minutes: u32) {
+    for minute in 0..minutes {
+        let answer = packed.check_n("k", 256).await.unwrap();
+        assert!(
+            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
+            "{minute}: {answer:?}"
+        );
+        clock.advance(Duration::from_secs(60));
+    }
+}
+
 /// Two Redis Cluster nodes, each holding half of the slots, that know each other.
 async fn two_node_cluster() -> [RedisServer; 2] {
     let nodes = [(); 2].map(|()| RedisServer::start_with(&["--cluster-enabled", "yes"]));
@@ -658,14 +671,7 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let packed = client_time_limiter(&server, log("256/min"), &clock, "move:").await;
     let list = client_time_limiter(&server, log("20000/h"), &clock, "move:").await;
-    for minute in 0..40 {
-        let answer = packed.check_n("k", 256).await.unwrap();
-        assert!(
-            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
-            "{minute}: {answer:?}"
-        );
-        clock.advance(Duration::from_secs(60));
-    }
+    fill_packed_log(&packed, &clock, 40).await;
     // 40 * 256 = 10240 units in the last hour: one more is admitted, and all of them move.
     let answer = list.check("k").await.unwrap();
     assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
@@ -691,14 +697,7 @@ async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let packed = client_time_limiter(&server, log("256/min"), &clock, "big:").await;
     let list = client_time_limiter(&server, log("65536/5h"), &clock, "big:").await;
-    for minute in 0..270 {
-        let answer = packed.check_n("k", 256).await.unwrap();
-        assert!(
-            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
-            "{minute}: {answer:?}"
-        );
-        clock.advance(Duration::from_secs(60));
-    }
+    fill_packed_log(&packed, &clock, 270).await;
     let answer = list.check("k").await.unwrap();
     assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
     assert!(!answer.is_allowed());
