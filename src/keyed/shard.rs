@@ -255,6 +255,11 @@ impl Shard {
         mut decide: impl FnMut(u64) -> Transition,
     ) -> Entry {
         let mut waited = 0;
+        // Set once settling found no claim of this key within its home's reach although the scan
+        // had seen one with its fingerprint: that claim lies past the reach, so it is another
+        // key's (homed elsewhere, with the same fingerprint), and this thread must not wait on it
+        // as on its own key's (its thread may be descheduled for as long as it likes).
+        let mut foreign_claim = false;
         loop {
             let mut target = None;
             let mut pending = false;
@@ -280,7 +285,11 @@ impl Shard {
                     Status::Member if slot.fingerprint() == fingerprint => {
                         return Entry::Member(Found { index, slot })
                     }
-                    Status::Inserting if slot.fingerprint() == fingerprint => pending = true,
+                    Status::Inserting
+                        if slot.fingerprint() == fingerprint && (displacement <= reach || !foreign_claim) =>
+                    {
+                        pending = true
+                    }
                     Status::Member if self.faults().reclaim_busy || is_idle(slot.state) => {
                         target = target.or(Some((displacement, index, slot)))
                     }
@@ -294,6 +303,7 @@ impl Shard {
                 if let Some(entry) = self.settle(fingerprint, home, None, &mut decide) {
                     return entry;
                 }
+                foreign_claim = true;
                 continue;
             }
             let Some((displacement, index, old)) = target else {
@@ -518,6 +528,30 @@ mod tests {
                 Entry::Full => return false,
             }
         }
+    }
+
+    /// A claim with the key's fingerprint that lies past the key's home's reach is another key's
+    /// (homed elsewhere): the insert does not wait on it as on its own key's claim, which it once
+    /// did for as long as that claim's thread stayed descheduled (settling, which looks only
+    /// within the reach, found nothing, and the next scan saw the claim again). Once this key's
+    /// own claim past it raises the reach, the two share a fingerprint within one chain: the
+    /// collision case of `docs/design.md`, "Key identity", where they are one key.
+    #[test]
+    fn a_claim_with_the_same_fingerprint_past_the_reach_is_not_waited_on() {
+        let shard = std::sync::Arc::new(Shard::new(1024).expect("memory"));
+        // Key 100 at home 0, with debt until 1,000.
+        assert!(charge(&shard, 100, 0, 1, 999));
+        // A key with fingerprint 7 but homed at 1 has claimed slot 1; its thread never returns.
+        let foreign = Slot::new(Status::Inserting, 7, u64::MAX);
+        assert!(shard.cas(1, Slot::EMPTY, foreign).is_ok());
+        // Key 7 homed at 0: slot 0 busy, slot 1 the other key's claim, slot 2 free.
+        let (done, finished) = std::sync::mpsc::channel();
+        let inserter = std::sync::Arc::clone(&shard);
+        std::thread::spawn(move || {
+            let _ = done.send(charge(&inserter, 7, 0, 1, 999));
+        });
+        let charged = finished.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(charged, Ok(true), "the insert waited on another key's claim");
     }
 
     /// Every member lies within its home's reach and is found from its home; returns the
