@@ -273,6 +273,12 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
         assert!(!exists, "{}: a peek wrote the key", algorithm.name());
         // The key lives exactly until its state is fresh again: the reset-after, after the
         // first write and after a later one (which the windows make keeping the key's TTL).
+        // "Exactly" to the millisecond roundings: the script rounds the TTL up to whole
+        // milliseconds when it sets it (at the window's first write, kept by the later ones),
+        // `as_millis` truncates the reset-after, and the expiry runs on Redis's millisecond
+        // clock while the script reads `TIME` in microseconds; so the TTL may exceed the
+        // reset-after by up to 3 ms (CI saw 2 once: 1721 against 1719), never fall short of it
+        // by more than the time the two reads take.
         for (write, cost) in [(1, 3), (2, 1)] {
             let answer = limiter.check_n("user:7", cost).await.unwrap();
             assert_eq!(answer.decided_by, DecidedBy::Redis);
@@ -280,7 +286,7 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
             let ttl: i64 = raw.pttl(&key).await.unwrap();
             let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
             assert!(
-                ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
+                ttl > 0 && ttl <= reset + 3 && ttl + 100 > reset,
                 "{}: write {write}: ttl {ttl} ms, reset {reset} ms",
                 algorithm.name()
             );
