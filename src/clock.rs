@@ -10,7 +10,7 @@ mod manual;
 mod precise;
 
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 pub use coarse::{CoarseClock, COARSE_UPKEEP_INTERVAL};
 pub use manual::ManualClock;
@@ -84,10 +84,38 @@ impl Origin {
     /// cross-core skew can produce) reads as the origin.
     #[inline]
     fn timestamp(&self, instant: quanta::Instant) -> Timestamp {
+        // quanta makes the duration from a u64 of nanoseconds; `nanos_of` turns it back into
+        // that u64 in a form the compiler folds (through `as_nanos`' u128 it did not: 13
+        // instructions more on every coarse clock read, 1.9 against 1.4 ns).
         let since = instant.saturating_duration_since(self.instant);
-        Timestamp::from_nanos(
-            self.unix_nanos
-                .saturating_add(duration_to_nanos_saturating(since)),
-        )
+        Timestamp::from_nanos(self.unix_nanos.saturating_add(nanos_of(since)))
+    }
+}
+
+/// The nanoseconds of a `Duration` made from a `u64` of nanoseconds (as quanta makes them):
+/// exactly that `u64`, with no `u128` and no overflow.
+#[inline(always)]
+fn nanos_of(since: Duration) -> u64 {
+    since.as_secs() * 1_000_000_000 + u64::from(since.subsec_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `nanos_of` gives back the `u64` a duration was made of, up to `u64::MAX`.
+    #[test]
+    fn nanos_of_a_duration_from_nanos_is_those_nanos() {
+        for nanos in [
+            0,
+            1,
+            999_999_999,
+            1_000_000_000,
+            1_700_000_000_123_456_789,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(nanos_of(Duration::from_nanos(nanos)), nanos);
+        }
     }
 }
