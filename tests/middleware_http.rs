@@ -9,28 +9,19 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, Method, StatusCode};
-use middleware_common::{get, http1_client, serve, Hello};
+use http::{Method, StatusCode};
+use middleware_common::{api_key, clock, get, http1_client, serve, Hello};
 use tollgate::middleware::{
-    ClientIp, HeaderKey, LimiterError, MissingKey, OnLimiterError, PeerIp, Policy, RateLimitLayer,
-    RateLimiter, RouteFilter,
+    ClientIp, LimiterError, MissingKey, OnLimiterError, PeerIp, Policy, RateLimitLayer, RateLimiter,
+    RouteFilter,
 };
 use tollgate::{
-    Decision, FixedWindow, KeyedLimiter, KeyedLogLimiter, ManualClock, SlidingLog, SlidingWindow, Timestamp,
+    Decision, FixedWindow, KeyedLimiter, KeyedLogLimiter, ManualClock, SlidingLog, SlidingWindow,
     TokenBucket, WhenFull,
 };
 use tower::{Layer, ServiceBuilder};
 
 type Error = Box<dyn std::error::Error>;
-
-fn api_key() -> HeaderKey {
-    HeaderKey::new(HeaderName::from_static("x-api-key"))
-}
-
-fn clock() -> ManualClock {
-    // A whole minute, so that windows start now.
-    ManualClock::starting_at(Timestamp::from_secs(1_800_000_000))
-}
 
 #[tokio::test]
 async fn requests_pass_until_the_quota_is_spent_then_429_until_the_retry_time() -> Result<(), Error> {

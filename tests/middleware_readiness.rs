@@ -4,27 +4,22 @@
 //! polls the inner service ready only once its wait is over.
 #![cfg(feature = "tower")]
 
+mod middleware_common;
+
 use std::convert::Infallible;
 use std::future::{poll_fn, ready, Ready};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use http::{HeaderName, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
+use middleware_common::{api_key, clock};
 use tokio::time::Instant;
-use tollgate::middleware::{HeaderKey, LimiterError, Policy, RateLimitLayer, RateLimiter};
-use tollgate::{Decision, KeyedLimiter, LeakyBucket, ManualClock, Timestamp, TokenBucket};
+use tollgate::middleware::{LimiterError, Policy, RateLimitLayer, RateLimiter};
+use tollgate::{Decision, KeyedLimiter, LeakyBucket, ManualClock, TokenBucket};
 use tower::{Layer, Service};
 
 type Error = Box<dyn std::error::Error>;
-
-fn api_key() -> HeaderKey {
-    HeaderKey::new(HeaderName::from_static("x-api-key"))
-}
-
-fn clock() -> ManualClock {
-    ManualClock::starting_at(Timestamp::from_secs(1_800_000_000))
-}
 
 /// A request from client `key`, named `id` (what the inner service records).
 fn request(key: &str, id: &str) -> Request<()> {

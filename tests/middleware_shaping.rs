@@ -7,23 +7,15 @@ mod middleware_common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, Request, StatusCode};
-use middleware_common::{get, http1_client, serve, Hello, Stamp};
+use http::{Request, StatusCode};
+use middleware_common::{api_key, clock, get, http1_client, serve, Hello, Stamp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tollgate::middleware::{HeaderKey, RateLimitLayer};
-use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp};
+use tollgate::middleware::RateLimitLayer;
+use tollgate::{KeyedLimiter, LeakyBucket, ManualClock};
 use tower::{Layer, Service};
 
 type Error = Box<dyn std::error::Error>;
-
-fn api_key() -> HeaderKey {
-    HeaderKey::new(HeaderName::from_static("x-api-key"))
-}
-
-fn clock() -> ManualClock {
-    ManualClock::starting_at(Timestamp::from_secs(1_800_000_000))
-}
 
 // Tokio's clock is paused: it moves only to the next timer when every task waits, so the wait
 // each request measures (from entering the server to reaching the application) is exactly the

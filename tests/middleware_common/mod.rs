@@ -179,3 +179,13 @@ pub async fn send(client: &Client<HttpConnector, Empty<Bytes>>, request: Request
         body: String::from_utf8(body.to_vec()).expect("a UTF-8 body"),
     }
 }
+
+/// The key every middleware test limits by: the `x-api-key` header.
+pub fn api_key() -> tollgate::middleware::HeaderKey {
+    tollgate::middleware::HeaderKey::new(http::HeaderName::from_static("x-api-key"))
+}
+
+/// The tests' clock: a whole minute (1,800,000,000 s since the epoch), so that windows start now.
+pub fn clock() -> tollgate::ManualClock {
+    tollgate::ManualClock::starting_at(tollgate::Timestamp::from_secs(1_800_000_000))
+}
