@@ -132,29 +132,21 @@ impl Gcra {
         let backlog = start - now;
         let need = cost.saturating_mul(self.interval.get());
         let after = backlog.saturating_add(need);
-        // Units that still fit before the end of representable time, once `from` is taken.
-        let before_end = |from: u64, units: u64| match from > u64::MAX - self.tolerance {
-            true => units.min(self.interval.divide(u64::MAX - from)),
-            false => units,
-        };
-        let refused_remaining = || {
-            before_end(
-                start,
-                self.interval.divide(self.tolerance.saturating_sub(backlog)),
-            )
-        };
         if need == 0 {
             // A weightless request takes no slot: always allowed, and nothing to store, even if
             // the clock stepped back past the bucket's tolerance.
             // The shaper still has it wait its turn behind the queue, as any request.
             let delay = if shaper { backlog } else { 0 };
-            return Transition::refuse(tat, Decision::allowed(refused_remaining(), backlog, delay));
+            return Transition::refuse(
+                tat,
+                Decision::allowed(self.remaining(start, backlog), backlog, delay),
+            );
         }
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {
                 state: next,
                 decision: Decision::allowed(
-                    before_end(next, self.interval.divide(self.tolerance - after)),
+                    self.before_end(next, self.interval.divide(self.tolerance - after)),
                     after,
                     if shaper { backlog } else { 0 },
                 ),
@@ -162,14 +154,40 @@ impl Gcra {
             // The request needs a slot past the end of representable time, or more than the
             // whole bucket (only through `Algorithm::decide`: the limiters refuse that weight
             // with `CostTooLarge`): it can never pass.
-            None => Transition::refuse(tat, Decision::denied(refused_remaining(), u64::MAX, backlog)),
-            Some(_) if cost > self.capacity => {
-                Transition::refuse(tat, Decision::denied(refused_remaining(), u64::MAX, backlog))
-            }
+            None => Transition::refuse(
+                tat,
+                Decision::denied(self.remaining(start, backlog), u64::MAX, backlog),
+            ),
+            Some(_) if cost > self.capacity => Transition::refuse(
+                tat,
+                Decision::denied(self.remaining(start, backlog), u64::MAX, backlog),
+            ),
             Some(_) => Transition::refuse(
                 tat,
-                Decision::denied(refused_remaining(), after - self.tolerance, backlog),
+                Decision::denied(self.remaining(start, backlog), after - self.tolerance, backlog),
             ),
+        }
+    }
+
+    /// Units that still pass with the queue starting at `start`, `backlog` after now: what a
+    /// refused or weightless request reports as remaining.
+    // Methods, not closures: a closure used in several arms was built in memory on every path,
+    // the admitted one included.
+    #[inline(always)]
+    fn remaining(&self, start: u64, backlog: u64) -> u64 {
+        self.before_end(
+            start,
+            self.interval.divide(self.tolerance.saturating_sub(backlog)),
+        )
+    }
+
+    /// `units`, or fewer if fewer still fit before the end of representable time once `from`
+    /// is taken.
+    #[inline(always)]
+    fn before_end(&self, from: u64, units: u64) -> u64 {
+        match from > u64::MAX - self.tolerance {
+            true => units.min(self.interval.divide(u64::MAX - from)),
+            false => units,
         }
     }
 }
