@@ -36,6 +36,8 @@ FLOORS = [
     "floor/clock_read+load+cas",
     "floor/clock_read+hash+load16+cas16",
     "floor/clock_read+hash+load8x2+cas8",
+    "floor/clock_read+hash+place+load16+cas16",
+    "floor/clock_read+hash+place+load8x2+cas8",
     "floor/minimal_gcra",
     "floor/std_instant_now",
     "floor/governor_clock_read",

@@ -30,9 +30,10 @@ use tollgate::{Clock, CoarseClock, PreciseClock};
 use tollgate_peers::timing::decide_direct;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
-    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadLoadCas, Direct, DirectContender,
-    GovernorClockRead, GovernorDirect, InstantRead, MinimalGcra, RatelimitDirect, SeedDirect,
-    TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead,
+    GovernorDirect, InstantRead, MinimalGcra, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog,
+    ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -117,6 +118,16 @@ fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
         group,
         "floor/clock_read+hash+load8x2+cas8",
         ClockReadHashLoadTagCas8::new(clock.clone()),
+    );
+    floor_row(
+        group,
+        "floor/clock_read+hash+place+load16+cas16",
+        ClockReadHashPlaceLoadCas16::new(clock.clone()),
+    );
+    floor_row(
+        group,
+        "floor/clock_read+hash+place+load8x2+cas8",
+        ClockReadHashPlaceLoadTagCas8::new(clock.clone()),
     );
     floor_row(group, "floor/minimal_gcra", MinimalGcra::new(clock.clone()));
 }

@@ -170,6 +170,141 @@ impl<C: Clock> Direct for ClockReadHashLoadTagCas8<C> {
     }
 }
 
+/// Shards of slots as a keyed table lays them out: the hash's top bits choose a shard, whose
+/// length is read from the shard, and a multiplication of the hash by that length chooses the
+/// home slot. The placed floors below decide through it, so that their slot's address depends on
+/// the key's hash, as in a real table (the unplaced floors above CAS a slot at a fixed address,
+/// whose load can start before the hash is known).
+#[derive(Debug)]
+struct PlacedSlots<S> {
+    hasher: ahash::RandomState,
+    shards: Box<[PlacedShard<S>]>,
+}
+
+#[derive(Debug)]
+struct PlacedShard<S> {
+    len: usize,
+    slots: Box<[S]>,
+}
+
+/// Shards in a placed floor's table, and slots in each.
+const PLACED_SHARDS: usize = 16;
+const PLACED_SLOTS: usize = 4096;
+
+impl<S> PlacedSlots<S> {
+    fn new(slot: impl Fn() -> S) -> PlacedSlots<S> {
+        let shards = (0..PLACED_SHARDS)
+            .map(|_| PlacedShard {
+                len: PLACED_SLOTS,
+                slots: (0..PLACED_SLOTS).map(|_| slot()).collect(),
+            })
+            .collect();
+        PlacedSlots {
+            hasher: ahash::RandomState::new(),
+            shards,
+        }
+    }
+
+    /// The key's hash and its slot.
+    #[inline(always)]
+    fn place(&self, key: u64) -> (u64, &S) {
+        let hash = self.hasher.hash_one(key);
+        let shard = &self.shards[(hash >> (u64::BITS - PLACED_SHARDS.trailing_zeros())) as usize];
+        let home = ((u128::from(hash.rotate_left(32)) * shard.len as u128) >> 64) as usize;
+        (hash, &shard.slots[home])
+    }
+}
+
+/// [`ClockReadHashLoadCas16`] with the slot placed by the hash ([`PlacedSlots`]): the keyed
+/// floor of tollgate's table, address computation included.
+#[derive(Debug)]
+pub struct ClockReadHashPlaceLoadCas16<C> {
+    clock: C,
+    key: u64,
+    table: PlacedSlots<AtomicU128>,
+}
+
+impl<C: Clock> ClockReadHashPlaceLoadCas16<C> {
+    /// The placed keyed floor on `clock`.
+    pub fn new(clock: C) -> ClockReadHashPlaceLoadCas16<C> {
+        ClockReadHashPlaceLoadCas16 {
+            clock,
+            key: 42,
+            table: PlacedSlots::new(|| AtomicU128::new(0)),
+        }
+    }
+}
+
+impl<C: Clock> Direct for ClockReadHashPlaceLoadCas16<C> {
+    type Answer = Result<u128, u128>;
+
+    #[inline(always)]
+    fn check(&self) -> Result<u128, u128> {
+        let now = self.clock.now().as_nanos();
+        let (hash, slot) = self.table.place(std::hint::black_box(self.key));
+        // Relaxed: as tollgate's keyed decision loads its slot; the floor publishes nothing.
+        let current = slot.load(Ordering::Relaxed);
+        let next = (u128::from(hash) << 64) | u128::from((current as u64).wrapping_add(now | 1));
+        // Relaxed, weak: the CAS tollgate's keyed decision makes.
+        slot.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed)
+    }
+
+    fn admitted(_: &Result<u128, u128>) -> bool {
+        true
+    }
+}
+
+/// [`ClockReadHashLoadTagCas8`] with the slot placed by the hash ([`PlacedSlots`]), and the tag
+/// read again after the state (as a two-word slot must, to know the state is still the key's).
+#[derive(Debug)]
+pub struct ClockReadHashPlaceLoadTagCas8<C> {
+    clock: C,
+    key: u64,
+    table: PlacedSlots<[AtomicU64; 2]>,
+}
+
+impl<C: Clock> ClockReadHashPlaceLoadTagCas8<C> {
+    /// The placed two-word keyed floor on `clock`.
+    pub fn new(clock: C) -> ClockReadHashPlaceLoadTagCas8<C> {
+        let key = 42;
+        let table = PlacedSlots::new(|| [AtomicU64::new(0), AtomicU64::new(0)]);
+        let (hash, slot) = table.place(key);
+        // Relaxed: set before the floor is shared.
+        slot[0].store(hash, Ordering::Relaxed);
+        ClockReadHashPlaceLoadTagCas8 { clock, key, table }
+    }
+}
+
+impl<C: Clock> Direct for ClockReadHashPlaceLoadTagCas8<C> {
+    type Answer = Result<u64, u64>;
+
+    #[inline(always)]
+    fn check(&self) -> Result<u64, u64> {
+        let now = self.clock.now().as_nanos();
+        let (hash, slot) = self.table.place(std::hint::black_box(self.key));
+        let [tag, state] = slot;
+        // Acquire, the three loads: as a two-word decision must read tag, state, tag in order.
+        if tag.load(Ordering::Acquire) != hash {
+            return Err(0);
+        }
+        let current = state.load(Ordering::Acquire);
+        if tag.load(Ordering::Acquire) != hash {
+            return Err(0);
+        }
+        // Relaxed, weak: the CAS such a decision makes.
+        state.compare_exchange_weak(
+            current,
+            current.wrapping_add(now | 1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+    }
+
+    fn admitted(answer: &Result<u64, u64>) -> bool {
+        answer.is_ok()
+    }
+}
+
 /// Not a limiter: the least a GCRA decision that reports what is left can do, to show how much
 /// of a decision's cost over [`ClockReadLoadCas`] no implementation avoids. One clock read, one
 /// load of the theoretical arrival time, `max(tat, now) + T`, one comparison with the tolerance,

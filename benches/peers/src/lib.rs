@@ -25,8 +25,8 @@ pub use direct::{
     TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
 pub use floor::{
-    ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadLoadCas, GovernorClockRead,
-    InstantRead, MinimalGcra, Nothing,
+    ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, GovernorClockRead, InstantRead, MinimalGcra, Nothing,
 };
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,

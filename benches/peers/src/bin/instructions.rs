@@ -28,9 +28,10 @@ use tollgate_peers::timing::{decide_direct, decide_each_once, decide_in_sequence
 use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
-    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadLoadCas, Direct, DirectContender,
-    GovernorClockRead, GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, MinimalGcra,
-    Nothing, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead,
+    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, MinimalGcra, Nothing, RatelimitDirect,
+    SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -103,6 +104,16 @@ fn direct_clock<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock
         scenarios,
         format!("direct/{clock_name}/floor/clock_read+hash+load8x2+cas8"),
         ClockReadHashLoadTagCas8::new(clock.clone()),
+    );
+    floor_row(
+        scenarios,
+        format!("direct/{clock_name}/floor/clock_read+hash+place+load16+cas16"),
+        ClockReadHashPlaceLoadCas16::new(clock.clone()),
+    );
+    floor_row(
+        scenarios,
+        format!("direct/{clock_name}/floor/clock_read+hash+place+load8x2+cas8"),
+        ClockReadHashPlaceLoadTagCas8::new(clock.clone()),
     );
     floor_row(
         scenarios,
