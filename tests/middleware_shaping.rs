@@ -191,3 +191,102 @@ async fn a_response_future_dropped_before_its_first_poll_gives_its_slot_back() -
     assert_eq!(next_delay(), Duration::from_secs(10));
     Ok(())
 }
+
+/// The gateway's shaping session (`--algorithm leaky --quota "2/s burst 5" --max-delay-ms
+/// 1000`, fields on admitted responses): the queue holds 4 more, but the maximum wait lets only
+/// 2 through (0.5 s and 1 s away; the third would wait 1.5 s). `r` counts those 2, and `t` says
+/// when 3 pass.
+#[tokio::test(start_paused = true)]
+async fn with_a_maximum_wait_remaining_counts_only_what_it_lets_through() -> Result<(), Error> {
+    let clock = clock();
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("2/s burst 5".parse()?)?,
+        100,
+        clock.clone(),
+    )?;
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .fields_on_admitted(true)
+        .max_delay(Duration::from_secs(1))
+        .build();
+    let address = serve(Stamp(layer.layer(Hello)), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+
+    let first = get(&client, address, "/", &key).await;
+    assert_eq!(first.status, StatusCode::OK);
+    // 3 more would pass 0.5 s from now (waiting 0.5, 1 and 1.5 s less 0.5): `t` is 1, rounded up.
+    assert_eq!(first.header("ratelimit"), r#""default";r=2;t=1"#);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(get(&client, address, "/", &key).await.status);
+    }
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]
+    );
+
+    // A second key, told `r` and `t`: after `t`, `r + 1` pass (the limiter's clock is frozen,
+    // so these are decided at the same instant, one after the other).
+    let key = [("x-api-key", "other")];
+    let first = get(&client, address, "/", &key).await;
+    assert_eq!(first.header("ratelimit"), r#""default";r=2;t=1"#);
+    clock.advance(Duration::from_secs(1));
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(get(&client, address, "/", &key).await.status);
+    }
+    assert_eq!(statuses, [StatusCode::OK; 3]);
+    Ok(())
+}
+
+/// A refusal because the queue is full, on a layer whose maximum wait is shorter than the
+/// queue: the queue has room again after its retry-after, but the request would then still wait
+/// above the maximum. `Retry-After` (and `t`) is when it would fit.
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_is_retried_when_the_wait_fits_the_maximum() -> Result<(), Error> {
+    let clock = clock();
+    // A slot every 10 s, at most 2 waiting (20 s of queue), a maximum wait of 15 s.
+    let limiter = KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("6/min burst 3".parse()?)?,
+        100,
+        clock.clone(),
+    )?;
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .max_delay(Duration::from_secs(15))
+        .build();
+    let address = serve(Stamp(layer.layer(Hello)), true).await;
+    let client = http1_client();
+    let key = [("x-api-key", "k")];
+
+    // At once, then 10 s away; the third (20 s away) is above the maximum: refused, and told 5 s.
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(get(&client, address, "/", &key).await);
+    }
+    assert_eq!(statuses[0].status, StatusCode::OK);
+    assert_eq!(statuses[1].status, StatusCode::OK);
+    assert_eq!(statuses[2].status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(statuses[2].header("retry-after"), "5");
+    // 5 s later it is given the slot 15 s away: the queue now ends 25 s away.
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(get(&client, address, "/", &key).await.status, StatusCode::OK);
+    // The queue is full (25 s of 30): room in 5 s, but a request then would wait 20 s. It fits
+    // in 10 s.
+    let full = get(&client, address, "/", &key).await;
+    assert_eq!(full.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(full.header("retry-after"), "10");
+    assert_eq!(full.header("ratelimit"), r#""default";r=0;t=10"#);
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(
+        get(&client, address, "/", &key).await.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "5 s later it would still wait 20 s"
+    );
+    clock.advance(Duration::from_secs(5));
+    let fits = get(&client, address, "/", &key).await;
+    assert_eq!(
+        (fits.status, fits.header("x-waited-ns")),
+        (StatusCode::OK, Duration::from_secs(15).as_nanos().to_string())
+    );
+    Ok(())
+}

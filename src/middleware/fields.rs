@@ -30,6 +30,11 @@ pub(crate) fn ceil_secs(duration: Duration) -> u64 {
         .saturating_add(u64::from(duration.subsec_nanos() > 0))
 }
 
+/// `n` nanoseconds (at most `u64::MAX`: every duration here comes from a decision's `u64`).
+fn nanos(n: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
 /// `n` in decimal, written on the stack.
 struct Decimal {
     digits: [u8; 20],
@@ -125,10 +130,54 @@ impl Fields {
         }
     }
 
-    /// The fields for an admitted request: `t` is the time until more than `remaining` units
-    /// pass (additional quota is made available), when the policy's refill tells it.
-    pub(crate) fn admitted(&self, decision: &Decision) -> PreparedFields {
-        self.prepare(decision.remaining(), self.next_unit(decision))
+    /// The fields for an admitted request: `r` the units that still pass now, and `t` the time
+    /// until more than `r` pass (additional quota is made available), when the policy's refill
+    /// tells it. On a shaper with a maximum wait (`max_delay`), both count only the requests
+    /// that maximum lets through ([`Fields::admitted_values`]).
+    pub(crate) fn admitted(&self, decision: &Decision, max_delay: Option<Duration>) -> PreparedFields {
+        let (remaining, more) = self.admitted_values(decision, max_delay);
+        self.prepare(remaining, more)
+    }
+
+    /// The `r` and `t` of an admitted `decision`.
+    ///
+    /// On a shaper, the `k`-th more request sent now waits `delay + k * interval` (this
+    /// request's wait, then one slot each), and a layer with a maximum wait refuses it when that
+    /// is above `max_delay`: only `(max_delay - delay) / interval` more pass, however many
+    /// `remaining` says the queue holds. A request sent `s` later waits `s` less, so `r + 1` pass
+    /// once `delay + (r + 1) * interval - max_delay` has passed (and the queue has room for
+    /// them: [`Fields::next_unit`] when `r` is all of `remaining`).
+    fn admitted_values(&self, decision: &Decision, max_delay: Option<Duration>) -> (u64, Option<Duration>) {
+        let remaining = decision.remaining();
+        let next = self.next_unit(decision);
+        let (Refill::Steady { interval, shaped: true }, Some(max)) = (self.refill, max_delay) else {
+            return (remaining, next);
+        };
+        let interval = interval.as_nanos().max(1);
+        let (delay, max) = (decision.delay().as_nanos(), max.as_nanos());
+        let fit = u64::try_from(max.saturating_sub(delay) / interval).unwrap_or(u64::MAX);
+        let r = remaining.min(fit);
+        let last_wait = delay.saturating_add((u128::from(r) + 1).saturating_mul(interval));
+        let fits_after = nanos(last_wait.saturating_sub(max));
+        if r < remaining {
+            (r, Some(fits_after))
+        } else {
+            (r, next.map(|next| next.max(fits_after)))
+        }
+    }
+
+    /// When the same request passes after a refused `decision`: its retry-after; on a shaper
+    /// with a maximum wait, later if the request would then still wait above `max_delay`. A
+    /// request retried `s` later waits `reset_after - s` for the queue, so it fits once
+    /// `reset_after - max_delay` has passed.
+    pub(crate) fn refused_retry(&self, decision: &Decision, max_delay: Option<Duration>) -> Duration {
+        let retry_after = decision.retry_after();
+        match (self.refill, max_delay) {
+            (Refill::Steady { shaped: true, .. }, Some(max)) => {
+                retry_after.max(decision.reset_after().saturating_sub(max))
+            }
+            _ => retry_after,
+        }
     }
 
     /// When the next unit comes back after an admitted `decision`: `None` when the limiter is
@@ -139,7 +188,7 @@ impl Fields {
         match self.refill {
             // GCRA: `remaining = quota - ceil(reset / interval)`, so the next unit comes
             // `reset - after_next * interval` from now, in (0, interval].
-            Refill::Steady { interval } => {
+            Refill::Steady { interval, .. } => {
                 let back = interval.as_nanos().saturating_mul(u128::from(after_next));
                 let next = decision.reset_after().as_nanos().saturating_sub(back);
                 Some(Duration::from_nanos(u64::try_from(next).unwrap_or(u64::MAX)))
@@ -311,7 +360,7 @@ mod tests {
         fields.legacy = true;
         let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
         let mut headers = HeaderMap::new();
-        fields.admitted(&limiter.check()).write(&mut headers);
+        fields.admitted(&limiter.check(), None).write(&mut headers);
         // 1 per 1.5 s, announced per whole 2 s: still 1 (1.33 rounded down).
         assert_eq!(headers["ratelimit-policy"], r#""default";q=1;w=2"#);
         assert_eq!(headers["ratelimit"], r#""default";r=0;t=2"#);
@@ -367,7 +416,7 @@ mod tests {
     /// The `t` of an admitted response after `decision`, as written.
     fn admitted_t(fields: &Fields, decision: &Decision) -> Option<String> {
         let mut headers = HeaderMap::new();
-        fields.admitted(decision).write(&mut headers);
+        fields.admitted(decision, None).write(&mut headers);
         let value = headers["ratelimit"].to_str().ok()?.to_owned();
         value.split_once(";t=").map(|(_, t)| t.to_owned())
     }
@@ -407,6 +456,69 @@ mod tests {
         let fields = Fields::new(QuotedName::default_name(), sliding.policy());
         let limiter = DirectLimiter::with_clock(sliding, ManualClock::new());
         assert_eq!(admitted_t(&fields, &limiter.check()), None);
+        Ok(())
+    }
+
+    /// A shaper behind a layer with a maximum wait `max`: whether one more request passes now
+    /// (admitted, and its wait at most `max`; above it, its slot goes back, as the layer does).
+    fn passes(limiter: &DirectLimiter<LeakyBucket, ManualClock>, max: Duration) -> Option<Decision> {
+        let decision = limiter.check();
+        if decision.is_allowed() && decision.delay() > max {
+            limiter.refund_n(1);
+            return None;
+        }
+        decision.is_allowed().then_some(decision)
+    }
+
+    #[test]
+    fn with_a_maximum_wait_r_and_t_count_what_it_lets_through() -> Result<(), Box<dyn std::error::Error>> {
+        let ms = Duration::from_millis;
+        for quota in ["2/s burst 5", "10/s burst 4", "3/s burst 7", "1/10s burst 3"] {
+            let shaper = LeakyBucket::new(quota.parse()?)?;
+            let fields = Fields::new(QuotedName::default_name(), shaper.policy());
+            let interval = shaper.emission_interval();
+            for max in [ms(0), ms(1), interval / 2, interval, interval * 2 + ms(1), interval * 100] {
+                for sent in 1..8 {
+                    // `sent` requests (those that pass), then the `r` and `t` of the last admitted.
+                    let run = |clock: &ManualClock| {
+                        let limiter = DirectLimiter::with_clock(shaper, clock.clone());
+                        let last = (0..sent).filter_map(|_| passes(&limiter, max)).last();
+                        (limiter, last)
+                    };
+                    let (limiter, Some(last)) = run(&ManualClock::new()) else { continue };
+                    let (r, t) = fields.admitted_values(&last, Some(max));
+                    let case = format!("{quota}, max {max:?}, {sent} sent: r={r} t={t:?}");
+                    let passed = (0..=r).filter(|_| passes(&limiter, max).is_some()).count();
+                    assert_eq!(passed as u64, r, "{case}: now");
+                    let clock = ManualClock::new();
+                    let (limiter, _) = run(&clock);
+                    clock.advance(t.ok_or("a shaper always tells t")?);
+                    let passed = (0..=r).filter(|_| passes(&limiter, max).is_some()).count();
+                    assert_eq!(passed as u64, r + 1, "{case}: after t");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn without_a_shaper_the_maximum_wait_changes_nothing() -> Result<(), Box<dyn std::error::Error>> {
+        let bucket = TokenBucket::new("2/s burst 5".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), bucket.policy());
+        let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
+        let first = limiter.check();
+        assert_eq!(
+            fields.admitted_values(&first, Some(Duration::ZERO)),
+            (4, Some(Duration::from_millis(500)))
+        );
+        for _ in 0..4 {
+            let _ = limiter.check();
+        }
+        let refused = limiter.check();
+        assert_eq!(
+            fields.refused_retry(&refused, Some(Duration::ZERO)),
+            refused.retry_after()
+        );
         Ok(())
     }
 

@@ -43,6 +43,10 @@ pub(crate) enum Refill {
     Steady {
         /// The time one unit takes to come back.
         interval: Duration,
+        /// Whether an admitted request waits for its slot (the leaky bucket): each request
+        /// admitted at one instant waits one `interval` longer than the one before, so a
+        /// layer's maximum wait lets fewer through than the decision's `remaining`.
+        shaped: bool,
     },
     /// All at once when the window ends (the fixed window): at `reset_after`.
     AtWindowEnd,
@@ -64,25 +68,25 @@ pub trait AnnouncedPolicy {
 }
 
 /// `burst` units per `burst` emission intervals (validated at construction to fit a `u64`),
-/// one coming back every interval.
-fn bucket_policy(burst: u64, interval: Duration) -> Policy {
+/// one coming back every interval; `shaped` when admitted requests wait for their slot.
+fn bucket_policy(burst: u64, interval: Duration, shaped: bool) -> Policy {
     let nanos = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
     Policy {
         quota: burst,
         window: Duration::from_nanos(burst.saturating_mul(nanos)),
-        refill: Refill::Steady { interval },
+        refill: Refill::Steady { interval, shaped },
     }
 }
 
 impl AnnouncedPolicy for TokenBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.emission_interval())
+        bucket_policy(self.capacity(), self.emission_interval(), false)
     }
 }
 
 impl AnnouncedPolicy for LeakyBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.emission_interval())
+        bucket_policy(self.capacity(), self.emission_interval(), true)
     }
 }
 
@@ -121,7 +125,8 @@ mod tests {
                 quota: 100,
                 window: minute,
                 refill: Refill::Steady {
-                    interval: Duration::from_millis(600)
+                    interval: Duration::from_millis(600),
+                    shaped: false,
                 },
             }
         );
@@ -131,7 +136,8 @@ mod tests {
                 quota: 20,
                 window: Duration::from_secs(2),
                 refill: Refill::Steady {
-                    interval: Duration::from_millis(100)
+                    interval: Duration::from_millis(100),
+                    shaped: true,
                 },
             }
         );

@@ -184,12 +184,12 @@ fn answer<L, X: KeyExtractor>(
     match decision.outcome() {
         Outcome::Allowed | Outcome::AllowedUntracked => {
             Answer::Forward(fields.on_admitted.then(|| match origin {
-                Origin::Limiter => fields.admitted(decision),
+                Origin::Limiter => fields.admitted(decision, shared.max_delay),
                 Origin::Fallback | Origin::Uncounted => fields.prepare(decision.remaining(), None),
             }))
         }
         Outcome::Denied => {
-            let retry_after = decision.retry_after();
+            let retry_after = fields.refused_retry(decision, shared.max_delay);
             Answer::Refuse(refusal::too_many_requests(
                 fields,
                 decision.remaining(),
