@@ -59,6 +59,10 @@ pub(crate) struct Gcra {
     capacity: u64,
     /// `burst * T`: how far ahead of `now` the TAT may run.
     tolerance: u64,
+    /// The quota's exact rate, `count` per `period` ns, before `T` was rounded up: never read
+    /// by a decision, only by the policy the middleware announces.
+    count: u64,
+    period: u64,
 }
 
 impl Gcra {
@@ -91,6 +95,8 @@ impl Gcra {
             interval: Divisor::new(interval),
             capacity,
             tolerance,
+            count,
+            period,
         })
     }
 
@@ -100,6 +106,11 @@ impl Gcra {
 
     pub(crate) const fn interval(&self) -> u64 {
         self.interval.get()
+    }
+
+    /// The quota's exact rate, `(count, period in ns)`, of which `T` is the rounded-up ratio.
+    pub(crate) const fn rate(&self) -> (u64, u64) {
+        (self.count, self.period)
     }
 
     /// A TAT not after `now` is a full bucket (an empty queue), exactly like a fresh one.

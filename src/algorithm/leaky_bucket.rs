@@ -66,6 +66,12 @@ impl LeakyBucket {
     pub fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.gcra.interval())
     }
+
+    /// The exact drain rate the quota asked for, `(count, period in ns)`: the emission interval
+    /// is its ratio rounded up.
+    pub(crate) const fn rate(&self) -> (u64, u64) {
+        self.gcra.rate()
+    }
 }
 
 impl Algorithm for LeakyBucket {

@@ -56,6 +56,12 @@ impl TokenBucket {
     pub fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.gcra.interval())
     }
+
+    /// The exact refill rate the quota asked for, `(count, period in ns)`: the emission interval
+    /// is its ratio rounded up.
+    pub(crate) const fn rate(&self) -> (u64, u64) {
+        self.gcra.rate()
+    }
 }
 
 impl Algorithm for TokenBucket {

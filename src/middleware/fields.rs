@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::policy::{Policy, Refill};
+use super::policy::{ExactWindow, Policy, Refill};
 use crate::Decision;
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -93,23 +93,33 @@ pub(crate) struct Fields {
     pub(crate) legacy: bool,
 }
 
+/// The largest integer a structured field can carry (RFC 8941, section 3.3.1: at most 15
+/// digits): a larger `q` or `r` would make the whole field invalid for a strict parser, so what
+/// is announced is clamped to it (less than the limiter gives, never more).
+pub(crate) const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
 /// The `q` and `w` announced for `policy`: `w` the window in whole seconds, rounded up (at
 /// least 1, as the draft wants), and `q` the quota scaled to that window, rounded down: never
-/// more than the limiter admits in `w` seconds at its sustained rate.
+/// more than the limiter admits in `w` seconds at its sustained rate. Computed from the exact
+/// window (a bucket's need not be whole nanoseconds: `"3/s burst 1"` fills in a third of a
+/// second, and is announced `q=3;w=1`), and `q` clamped to [`SF_INTEGER_MAX`].
 fn announced(policy: Policy) -> (u64, u64) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
-    let w = ceil_secs(policy.window).max(1);
-    let window = policy.window.as_nanos().max(1);
-    let rounded = u128::from(w) * NANOS_PER_SEC;
-    if rounded == window {
-        return (policy.quota, w);
-    }
-    // `rounded > window`, so the scaled quota is at least `quota`: on overflow, `quota` itself
-    // still promises no more than the limiter gives.
-    let q = u128::from(policy.quota)
-        .checked_mul(rounded)
-        .map_or(u128::from(policy.quota), |units| units / window);
-    (u64::try_from(q).unwrap_or(u64::MAX), w)
+    let ExactWindow { nanos, per } = policy.exact_window();
+    // The window is `nanos / per` ns, so `w` seconds are `w * NANOS_PER_SEC * per` in its units.
+    let second = NANOS_PER_SEC * per;
+    let nanos = nanos.max(1);
+    let w = nanos.div_ceil(second).max(1);
+    let q = match w.checked_mul(second) {
+        Some(rounded) if rounded == nanos => u128::from(policy.quota),
+        // `rounded > nanos`, so the scaled quota is at least `quota`: on overflow, `quota`
+        // itself still promises no more than the limiter gives.
+        rounded => rounded
+            .and_then(|rounded| u128::from(policy.quota).checked_mul(rounded))
+            .map_or(u128::from(policy.quota), |units| units / nanos),
+    };
+    let q = u64::try_from(q).unwrap_or(u64::MAX).min(SF_INTEGER_MAX);
+    (q, u64::try_from(w).unwrap_or(u64::MAX))
 }
 
 impl Fields {
@@ -205,8 +215,10 @@ impl Fields {
     }
 
     /// The field values, ready to be written on a response that does not exist yet: `r` is
-    /// `remaining`, `t` (absent when `None`) is `more` in whole seconds, rounded up.
+    /// `remaining` (at most [`SF_INTEGER_MAX`]), `t` (absent when `None`) is `more` in whole
+    /// seconds, rounded up (at most `u64::MAX` ns: 11 digits).
     pub(crate) fn prepare(&self, remaining: u64, more: Option<Duration>) -> PreparedFields {
+        let remaining = remaining.min(SF_INTEGER_MAX);
         let more = more.map(ceil_secs);
         // `"name";r=R;t=T`, written by hand: `format!` costs more than the rest of the field.
         let r = Decimal::new(remaining);
@@ -333,7 +345,7 @@ impl std::error::Error for PolicyNameError {}
 mod tests {
     use super::*;
     use crate::middleware::AnnouncedPolicy;
-    use crate::{DirectLimiter, FixedWindow, LeakyBucket, ManualClock, SlidingWindow, TokenBucket};
+    use crate::{DirectLimiter, FixedWindow, LeakyBucket, ManualClock, Quota, SlidingWindow, TokenBucket};
 
     #[test]
     fn decimals_are_written_exactly() {
@@ -406,10 +418,63 @@ mod tests {
             announcement(LeakyBucket::new("3/min".parse()?)?.policy()),
             r#""default";q=3;w=60"#
         );
+        Ok(())
+    }
+
+    #[test]
+    fn bucket_windows_come_from_the_exact_rate_not_the_rounded_interval() -> Result<(), Box<dyn std::error::Error>> {
+        // Each of these runs at a whole-nanosecond interval rounded up (`3/s`: 333_333_334 ns),
+        // but what is announced is the rate asked for.
+        for (quota, announced) in [
+            ("3/min", r#""default";q=3;w=60"#),
+            ("3/s", r#""default";q=3;w=1"#),
+            ("7/min", r#""default";q=7;w=60"#),
+            ("6/s", r#""default";q=6;w=1"#),
+            ("3/s burst 1", r#""default";q=3;w=1"#),
+            ("30/s burst 1", r#""default";q=30;w=1"#),
+            ("7/day", r#""default";q=7;w=86400"#),
+            ("7/h burst 3", r#""default";q=3;w=1543"#),
+            ("3/s burst 4", r#""default";q=6;w=2"#),
+            ("3/s burst 6", r#""default";q=6;w=2"#),
+            ("1/1500ms", r#""default";q=1;w=2"#),
+            ("999999/s burst 1", r#""default";q=999999;w=1"#),
+        ] {
+            for policy in [
+                TokenBucket::new(quota.parse()?)?.policy(),
+                LeakyBucket::new(quota.parse()?)?.policy(),
+            ] {
+                assert_eq!(announcement(policy), announced, "{quota}");
+            }
+        }
+        // A policy whose window was changed after it was built announces that window.
+        let mut policy = TokenBucket::new("3/s burst 1".parse()?)?.policy();
+        policy.window = Duration::from_secs(10);
+        assert_eq!(announcement(policy), r#""default";q=1;w=10"#);
+        // ... and one whose quota was (a share of the limiter) keeps the exact window.
+        let mut policy = TokenBucket::new("3/s".parse()?)?.policy();
+        policy.quota = 1;
+        assert_eq!(announcement(policy), r#""default";q=1;w=1"#);
+        Ok(())
+    }
+
+    #[test]
+    fn integers_above_fifteen_digits_are_clamped() -> Result<(), Box<dyn std::error::Error>> {
+        // RFC 8941 integers have at most 15 digits: more makes the whole field invalid.
         assert_eq!(
             announcement(Policy::new(u64::MAX, Duration::from_nanos(u64::MAX))),
-            format!(r#""default";q={};w={}"#, u64::MAX, u64::MAX / 1_000_000_000 + 1).as_str()
+            format!(r#""default";q=999999999999999;w={}"#, u64::MAX / 1_000_000_000 + 1).as_str()
         );
+        let bucket = TokenBucket::new(Quota::new(u64::MAX / 2, Duration::from_secs(u64::MAX / 1_000_000_000))?)?;
+        let mut fields = Fields::new(QuotedName::default_name(), bucket.policy());
+        fields.legacy = true;
+        let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
+        let mut headers = HeaderMap::new();
+        fields.admitted(&limiter.check(), None).write(&mut headers);
+        assert!(limiter.check().remaining() > SF_INTEGER_MAX);
+        assert_eq!(headers["ratelimit-policy"], r#""default";q=999999999999999;w=18446744073"#);
+        assert!(headers["ratelimit"].to_str()?.starts_with(r#""default";r=999999999999999;t="#));
+        assert_eq!(headers["x-ratelimit-limit"], "999999999999999");
+        assert_eq!(headers["x-ratelimit-remaining"], "999999999999999");
         Ok(())
     }
 

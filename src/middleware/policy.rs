@@ -19,6 +19,8 @@ pub struct Policy {
     pub window: Duration,
     /// How used units come back (set by the algorithms' [`AnnouncedPolicy`]).
     pub(crate) refill: Refill,
+    /// `window` exactly, when it is not a whole number of nanoseconds (a bucket's).
+    pub(crate) exact: ExactWindow,
 }
 
 impl Policy {
@@ -30,8 +32,63 @@ impl Policy {
             quota,
             window,
             refill: Refill::Unknown,
+            exact: ExactWindow::of(window),
         }
     }
+
+    /// The window exactly: `exact`, unless `window` was changed since (the fields are public),
+    /// then `window` itself.
+    pub(crate) fn exact_window(&self) -> ExactWindow {
+        if self.exact.rounded_up() == self.window.as_nanos() {
+            self.exact
+        } else {
+            ExactWindow::of(self.window)
+        }
+    }
+}
+
+/// A window of exactly `nanos / per` nanoseconds, in lowest terms: a bucket fills in
+/// `burst * period / count`, which need not be a whole number of nanoseconds (`"3/s burst 1"`
+/// fills in a third of a second).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ExactWindow {
+    /// The numerator, in nanoseconds.
+    pub(crate) nanos: u128,
+    /// The denominator, at least 1.
+    pub(crate) per: u128,
+}
+
+impl ExactWindow {
+    /// `window`, a whole number of nanoseconds.
+    fn of(window: Duration) -> ExactWindow {
+        ExactWindow {
+            nanos: window.as_nanos(),
+            per: 1,
+        }
+    }
+
+    /// `nanos / per`, in lowest terms (`per` at least 1).
+    fn new(nanos: u128, per: u128) -> ExactWindow {
+        let per = per.max(1);
+        let divisor = gcd(nanos, per);
+        ExactWindow {
+            nanos: nanos / divisor,
+            per: per / divisor,
+        }
+    }
+
+    /// The window in whole nanoseconds, rounded up.
+    fn rounded_up(&self) -> u128 {
+        self.nanos.div_ceil(self.per)
+    }
+}
+
+/// The greatest common divisor of `a` and `b` (`b` at least 1).
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
 }
 
 /// How a limiter's used units come back: what the layer needs to tell an admitted client when
@@ -61,41 +118,46 @@ pub(crate) enum Refill {
 /// - Windows ([`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]): `limit` per window.
 /// - Buckets ([`TokenBucket`], [`LeakyBucket`]): `burst` per the time an empty bucket takes to
 ///   fill again (`burst * period / count`): `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is
-///   `q=20;w=2`.
+///   `q=20;w=2`. That time is the quota's exact one, not the emission interval's, which is
+///   rounded up to whole nanoseconds: `"3/s"` is `q=3;w=1`, and `"3/s burst 1"` (a third of a
+///   second) is `q=3;w=1` too. [`Policy::window`] is that time rounded up to whole nanoseconds.
 pub trait AnnouncedPolicy {
     /// The policy this algorithm enforces.
     fn policy(&self) -> Policy;
 }
 
-/// `burst` units per `burst` emission intervals (validated at construction to fit a `u64`),
-/// one coming back every interval; `shaped` when admitted requests wait for their slot.
-fn bucket_policy(burst: u64, interval: Duration, shaped: bool) -> Policy {
-    let nanos = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+/// `burst` units per the time an empty bucket takes to fill at the quota's exact rate, `count`
+/// per `period` ns (`burst * period / count`, at most `burst` rounded-up intervals: validated
+/// at construction to fit a `u64` of nanoseconds); one unit coming back every `interval` (the
+/// rate the bucket runs at); `shaped` when admitted requests wait for their slot.
+fn bucket_policy(burst: u64, (count, period): (u64, u64), interval: Duration, shaped: bool) -> Policy {
+    let exact = ExactWindow::new(u128::from(burst) * u128::from(period), u128::from(count));
+    let window = u64::try_from(exact.rounded_up()).unwrap_or(u64::MAX);
     Policy {
         quota: burst,
-        window: Duration::from_nanos(burst.saturating_mul(nanos)),
+        window: Duration::from_nanos(window),
         refill: Refill::Steady { interval, shaped },
+        exact,
     }
 }
 
 impl AnnouncedPolicy for TokenBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.emission_interval(), false)
+        bucket_policy(self.capacity(), self.rate(), self.emission_interval(), false)
     }
 }
 
 impl AnnouncedPolicy for LeakyBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.emission_interval(), true)
+        bucket_policy(self.capacity(), self.rate(), self.emission_interval(), true)
     }
 }
 
 impl AnnouncedPolicy for FixedWindow {
     fn policy(&self) -> Policy {
         Policy {
-            quota: self.limit(),
-            window: self.window(),
             refill: Refill::AtWindowEnd,
+            ..Policy::new(self.limit(), self.window())
         }
     }
 }
@@ -128,6 +190,7 @@ mod tests {
                     interval: Duration::from_millis(600),
                     shaped: false,
                 },
+                exact: ExactWindow::of(minute),
             }
         );
         assert_eq!(
@@ -139,6 +202,7 @@ mod tests {
                     interval: Duration::from_millis(100),
                     shaped: true,
                 },
+                exact: ExactWindow::of(Duration::from_secs(2)),
             }
         );
         assert_eq!(
@@ -147,6 +211,7 @@ mod tests {
                 quota: 100,
                 window: minute,
                 refill: Refill::AtWindowEnd,
+                exact: ExactWindow::of(minute),
             }
         );
         assert_eq!(
