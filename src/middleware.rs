@@ -18,7 +18,9 @@
 //!
 //! - **Which limiter**: anything implementing [`RateLimiter`]: every [`KeyedLimiter`] (any
 //!   algorithm, any clock), an `Arc` of one, or a limiter that decides elsewhere (asynchronously,
-//!   and possibly failing: [`OnLimiterError`] says what then).
+//!   and possibly failing: [`OnLimiterError`] says what then; a client refused for it is told
+//!   nothing of why, and the response carries the [`LimiterError`] in its extensions, for a
+//!   layer outside to log).
 //! - **Which key** ([`KeyExtractor`]): the peer IP ([`PeerIp`], from a [`PeerAddr`] the server
 //!   puts in each request's extensions), a header ([`HeaderKey`], an API key), the client IP
 //!   behind trusted proxies ([`ClientIp`]: the right-most address in `X-Forwarded-For` or
@@ -33,7 +35,8 @@
 //!   `grpc-status: 8` (`RESOURCE_EXHAUSTED`), its own content type, and the same fields.
 //! - **Shaping**: with the [`LeakyBucket`](crate::LeakyBucket), an admitted request waits for
 //!   its slot (a tokio timer) before it is forwarded; a wait above
-//!   [`RateLimitBuilder::max_delay`] is refused; a client that leaves while waiting gives its
+//!   [`RateLimitBuilder::max_delay`] is refused (and the fields count only the requests that
+//!   maximum lets through); a client that leaves while waiting gives its
 //!   slot back ([`RateLimiter::refund`]). The wait needs a tokio runtime with its timer
 //!   enabled (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime builder); tokio
 //!   panics on a timer without one, which no other path of the layer uses.

@@ -6,10 +6,12 @@ mod middleware_common;
 
 use std::future::{ready, Future};
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use middleware_common::{api_key, clock, get, http1_client, serve, Hello};
 use tollgate::middleware::{
     ClientIp, LimiterError, MissingKey, OnLimiterError, PeerIp, Policy, RateLimitLayer, RateLimiter,
@@ -19,7 +21,7 @@ use tollgate::{
     Decision, FixedWindow, KeyedLimiter, KeyedLogLimiter, ManualClock, SlidingLog, SlidingWindow,
     TokenBucket, WhenFull,
 };
-use tower::{Layer, ServiceBuilder};
+use tower::{Layer, Service, ServiceBuilder};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -428,12 +430,16 @@ async fn a_route_prefix_without_its_leading_slash_still_limits_the_route() -> Re
     Ok(())
 }
 
-/// A limiter that cannot decide, as a remote store that is down.
+/// A limiter that cannot decide, as a remote store that is down, and whose reason names the
+/// server's internals (a Redis node, a prefixed key), as a Redis error can.
 struct Unreachable;
+
+/// What [`Unreachable`] says: for the operator's eyes only.
+const INTERNAL_REASON: &str = "connection refused by 10.0.0.5:6379 for key \"gateway:{alice}\"";
 
 impl RateLimiter<String> for Unreachable {
     fn decide(&self, _: &String, _: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
-        ready(Err(LimiterError::new("connection refused")))
+        ready(Err(LimiterError::new(INTERNAL_REASON)))
     }
 
     fn policy(&self) -> Policy {
@@ -441,14 +447,70 @@ impl RateLimiter<String> for Unreachable {
     }
 }
 
+/// An operator's layer outside the rate limit: logs why the limiter could not decide, from the
+/// [`LimiterError`] the layer's answer carries in its extensions.
+#[derive(Clone)]
+struct LogLimiterErrors<S> {
+    inner: S,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl<S, B, R> Service<Request<B>> for LogLimiterErrors<S>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<R>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let answered = self.inner.call(request);
+        let log = Arc::clone(&self.log);
+        Box::pin(async move {
+            let response = answered.await?;
+            if let Some(error) = response.extensions().get::<LimiterError>() {
+                log.lock().unwrap_or_else(PoisonError::into_inner).push(error.to_string());
+            }
+            Ok(response)
+        })
+    }
+}
+
 #[tokio::test]
 async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<(), Error> {
     let client = http1_client();
     let key = [("x-api-key", "k")];
-    let closed = serve(RateLimitLayer::new(Unreachable, api_key()).layer(Hello), true).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let closed = LogLimiterErrors {
+        inner: RateLimitLayer::new(Unreachable, api_key()).layer(Hello),
+        log: Arc::clone(&log),
+    };
+    let closed = serve(closed, true).await;
+    // The client is told the limiter could not decide, and nothing of why.
     let answer = get(&client, closed, "/", &key).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(answer.body.contains("connection refused"), "{}", answer.body);
+    assert_eq!(answer.body, "the rate limiter could not decide: retry later\n");
+    let grpc = get(&client, closed, "/", &[key[0], ("content-type", "application/grpc")]).await;
+    assert_eq!(
+        (grpc.status, grpc.header("grpc-status")),
+        (StatusCode::OK, "14".to_owned())
+    );
+    assert_eq!(
+        grpc.header("grpc-message"),
+        "the rate limiter could not decide: retry later"
+    );
+    for answer in [&answer, &grpc] {
+        assert!(!format!("{answer:?}").contains("10.0.0.5"), "{answer:?}");
+    }
+    // The operator is told why, from the response's extensions.
+    let logged = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let reason = format!("the rate limiter could not decide: {INTERNAL_REASON}");
+    assert_eq!(logged, [reason.clone(), reason]);
 
     let open = RateLimitLayer::builder(Unreachable, api_key())
         .on_limiter_error(OnLimiterError::Admit)

@@ -62,7 +62,11 @@ impl<K: Clone> MissingKey<K> {
 /// What the layer does when the limiter cannot decide ([`LimiterError`](super::LimiterError)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnLimiterError {
-    /// Fail closed: answer with this status (the default: `503 Service Unavailable`).
+    /// Fail closed: answer with this status (the default: `503 Service Unavailable`). The
+    /// client is told only that the limiter could not decide (the body, or a gRPC request's
+    /// `grpc-message`), never why: the reason may name the server's internals. The response
+    /// carries the [`LimiterError`](super::LimiterError) in its extensions, for a layer outside
+    /// to log.
     Refuse(StatusCode),
     /// Fail open: forward the request unlimited, without rate-limit fields.
     Admit,
@@ -230,6 +234,11 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// The longest a shaped request may wait for its slot; a request given a longer delay is
     /// refused with 429 (its slot given back) and told to retry when the wait would fit.
     /// Default: any delay the limiter gives (for the leaky bucket, at most `burst - 1` slots).
+    ///
+    /// The fields count what this maximum lets through: an admitted response's `r` is the
+    /// requests sent now that would wait no longer (each waits one slot more than the one
+    /// before), `t` when one more would, and a refusal for a full queue says to retry when the
+    /// queue has room and the wait fits.
     pub fn max_delay(mut self, max: Duration) -> Self {
         self.shared.max_delay = Some(max);
         self

@@ -147,16 +147,21 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 /// A limiter could not decide (a remote store unreachable, a request heavier than the
 /// limiter's capacity). The layer answers with its [`OnLimiterError`](super::OnLimiterError)
 /// policy.
-#[derive(Debug)]
+///
+/// Its text is for the operator, never the client: it may name internals (a Redis node's
+/// address, a key with its prefix). A request refused for it gets a fixed message, and its
+/// response carries the error in its extensions, for a layer outside to log:
+/// `response.extensions().get::<LimiterError>()`. Cloning it shares the reason.
+#[derive(Clone, Debug)]
 pub struct LimiterError {
-    source: Box<dyn Error + Send + Sync>,
+    source: Arc<dyn Error + Send + Sync>,
 }
 
 impl LimiterError {
     /// Wraps the reason the limiter could not decide.
     pub fn new(source: impl Into<Box<dyn Error + Send + Sync>>) -> LimiterError {
         LimiterError {
-            source: source.into(),
+            source: Arc::from(source.into()),
         }
     }
 }

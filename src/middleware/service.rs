@@ -210,8 +210,13 @@ fn answer<L, X: KeyExtractor>(
     }
 }
 
-/// The answer when the limiter cannot decide: an error response, or `None` to forward the
-/// request unlimited.
+/// What a client refused because the limiter could not decide is told: nothing of why, which
+/// may name the server's internals (a Redis node, a key).
+const LIMITER_ERROR_MESSAGE: &str = "the rate limiter could not decide: retry later";
+
+/// The answer when the limiter cannot decide: an error response with a fixed message, carrying
+/// `error` in its extensions for the operator (a layer outside can log it), or `None` to
+/// forward the request unlimited.
 fn limiter_error<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
     error: LimiterError,
@@ -219,7 +224,11 @@ fn limiter_error<L, X: KeyExtractor>(
 ) -> Option<Response<Full<Bytes>>> {
     match shared.on_error {
         OnLimiterError::Admit => None,
-        OnLimiterError::Refuse(status) => Some(refusal::error(status, error.to_string(), grpc)),
+        OnLimiterError::Refuse(status) => {
+            let mut response = refusal::error(status, LIMITER_ERROR_MESSAGE.to_owned(), grpc);
+            response.extensions_mut().insert(error);
+            Some(response)
+        }
     }
 }
 
