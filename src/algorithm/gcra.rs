@@ -109,6 +109,7 @@ impl Gcra {
     }
 
     /// The quota's exact rate, `(count, period in ns)`, of which `T` is the rounded-up ratio.
+    #[cfg(feature = "tower")]
     pub(crate) const fn rate(&self) -> (u64, u64) {
         (self.count, self.period)
     }

@@ -69,6 +69,7 @@ impl LeakyBucket {
 
     /// The exact drain rate the quota asked for, `(count, period in ns)`: the emission interval
     /// is its ratio rounded up.
+    #[cfg(feature = "tower")]
     pub(crate) const fn rate(&self) -> (u64, u64) {
         self.gcra.rate()
     }
