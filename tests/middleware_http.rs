@@ -474,7 +474,9 @@ where
         Box::pin(async move {
             let response = answered.await?;
             if let Some(error) = response.extensions().get::<LimiterError>() {
-                log.lock().unwrap_or_else(PoisonError::into_inner).push(error.to_string());
+                log.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(error.to_string());
             }
             Ok(response)
         })
@@ -495,7 +497,13 @@ async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<
     let answer = get(&client, closed, "/", &key).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.body, "the rate limiter could not decide: retry later\n");
-    let grpc = get(&client, closed, "/", &[key[0], ("content-type", "application/grpc")]).await;
+    let grpc = get(
+        &client,
+        closed,
+        "/",
+        &[key[0], ("content-type", "application/grpc")],
+    )
+    .await;
     assert_eq!(
         (grpc.status, grpc.header("grpc-status")),
         (StatusCode::OK, "14".to_owned())

@@ -160,7 +160,14 @@ impl Fields {
     fn admitted_values(&self, decision: &Decision, max_delay: Option<Duration>) -> (u64, Option<Duration>) {
         let remaining = decision.remaining();
         let next = self.next_unit(decision);
-        let (Refill::Steady { interval, shaped: true }, Some(max)) = (self.refill, max_delay) else {
+        let (
+            Refill::Steady {
+                interval,
+                shaped: true,
+            },
+            Some(max),
+        ) = (self.refill, max_delay)
+        else {
             return (remaining, next);
         };
         let interval = interval.as_nanos().max(1);
@@ -422,7 +429,8 @@ mod tests {
     }
 
     #[test]
-    fn bucket_windows_come_from_the_exact_rate_not_the_rounded_interval() -> Result<(), Box<dyn std::error::Error>> {
+    fn bucket_windows_come_from_the_exact_rate_not_the_rounded_interval(
+    ) -> Result<(), Box<dyn std::error::Error>> {
         // Each of these runs at a whole-nanosecond interval rounded up (`3/s`: 333_333_334 ns),
         // but what is announced is the rate asked for.
         for (quota, announced) in [
@@ -462,17 +470,29 @@ mod tests {
         // RFC 8941 integers have at most 15 digits: more makes the whole field invalid.
         assert_eq!(
             announcement(Policy::new(u64::MAX, Duration::from_nanos(u64::MAX))),
-            format!(r#""default";q=999999999999999;w={}"#, u64::MAX / 1_000_000_000 + 1).as_str()
+            format!(
+                r#""default";q=999999999999999;w={}"#,
+                u64::MAX / 1_000_000_000 + 1
+            )
+            .as_str()
         );
-        let bucket = TokenBucket::new(Quota::new(u64::MAX / 2, Duration::from_secs(u64::MAX / 1_000_000_000))?)?;
+        let bucket = TokenBucket::new(Quota::new(
+            u64::MAX / 2,
+            Duration::from_secs(u64::MAX / 1_000_000_000),
+        )?)?;
         let mut fields = Fields::new(QuotedName::default_name(), bucket.policy());
         fields.legacy = true;
         let limiter = DirectLimiter::with_clock(bucket, ManualClock::new());
         let mut headers = HeaderMap::new();
         fields.admitted(&limiter.check(), None).write(&mut headers);
         assert!(limiter.check().remaining() > SF_INTEGER_MAX);
-        assert_eq!(headers["ratelimit-policy"], r#""default";q=999999999999999;w=18446744073"#);
-        assert!(headers["ratelimit"].to_str()?.starts_with(r#""default";r=999999999999999;t="#));
+        assert_eq!(
+            headers["ratelimit-policy"],
+            r#""default";q=999999999999999;w=18446744073"#
+        );
+        assert!(headers["ratelimit"]
+            .to_str()?
+            .starts_with(r#""default";r=999999999999999;t="#));
         assert_eq!(headers["x-ratelimit-limit"], "999999999999999");
         assert_eq!(headers["x-ratelimit-remaining"], "999999999999999");
         Ok(())
@@ -542,7 +562,14 @@ mod tests {
             let shaper = LeakyBucket::new(quota.parse()?)?;
             let fields = Fields::new(QuotedName::default_name(), shaper.policy());
             let interval = shaper.emission_interval();
-            for max in [ms(0), ms(1), interval / 2, interval, interval * 2 + ms(1), interval * 100] {
+            for max in [
+                ms(0),
+                ms(1),
+                interval / 2,
+                interval,
+                interval * 2 + ms(1),
+                interval * 100,
+            ] {
                 for sent in 1..8 {
                     // `sent` requests (those that pass), then the `r` and `t` of the last admitted.
                     let run = |clock: &ManualClock| {
@@ -550,7 +577,9 @@ mod tests {
                         let last = (0..sent).filter_map(|_| passes(&limiter, max)).last();
                         (limiter, last)
                     };
-                    let (limiter, Some(last)) = run(&ManualClock::new()) else { continue };
+                    let (limiter, Some(last)) = run(&ManualClock::new()) else {
+                        continue;
+                    };
                     let (r, t) = fields.admitted_values(&last, Some(max));
                     let case = format!("{quota}, max {max:?}, {sent} sent: r={r} t={t:?}");
                     let passed = (0..=r).filter(|_| passes(&limiter, max).is_some()).count();
