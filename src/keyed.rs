@@ -321,6 +321,12 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         now: Timestamp,
         cost: u64,
     ) -> Decision {
+        // A weightless request never writes, so its update cannot have failed: the key is
+        // absent. It is told what a fresh key would be, and takes no slot (nor a refusal when
+        // there is none).
+        if cost == 0 {
+            return self.algorithm.decide(FRESH_STATE, now, cost).decision;
+        }
         let decide = |state| self.algorithm.decide(state, now, cost);
         loop {
             match shard.find_or_insert(
@@ -345,7 +351,8 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         match shard.find(fingerprint, home) {
             Some(found) => self.algorithm.decide(found.slot.state, now, cost).decision,
             // Absent: what a fresh key gets, if the key would find room.
-            None if shard.has_room(home, |state| self.algorithm.is_idle(state, now)) => {
+            // A weightless request needs no room (see `decide_slow`).
+            None if cost == 0 || shard.has_room(home, |state| self.algorithm.is_idle(state, now)) => {
                 self.algorithm.decide(FRESH_STATE, now, cost).decision
             }
             None => self.when_table_full(shard, home, now, cost),

@@ -343,6 +343,47 @@ fn peek_of_a_key_that_finds_no_room_equals_the_check() {
     }
 }
 
+/// A request of weight 0 asks for nothing: for a key the table does not hold it is told what a
+/// fresh key would be, takes no slot, and is allowed even when the table has no room.
+fn weightless_new_keys<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
+    for policy in [WhenFull::Refuse, WhenFull::Admit] {
+        let limiter = keyed::<u64, _>(algorithm, 4).when_full(policy);
+        let fresh = algorithm.decide(FRESH_STATE, ts(T0), 0).decision;
+        assert_eq!(limiter.check_n(&1_000, 0).unwrap(), fresh, "{name} {policy:?}");
+        assert_eq!(limiter.peek_n(&1_000, 0).unwrap(), fresh, "{name} {policy:?}");
+        assert_eq!(
+            limiter.len(),
+            0,
+            "{name} {policy:?}: a weightless request took a slot"
+        );
+        let capacity = algorithm.capacity();
+        let mut key = 0;
+        while limiter.check_n(&key, capacity).unwrap().outcome() == Outcome::Allowed {
+            key += 1;
+        }
+        let len = limiter.len();
+        assert_eq!(
+            limiter.check_n(&key, 0).unwrap(),
+            fresh,
+            "{name} {policy:?}: full table"
+        );
+        assert_eq!(
+            limiter.peek_n(&key, 0).unwrap(),
+            fresh,
+            "{name} {policy:?}: full table"
+        );
+        assert_eq!(limiter.len(), len, "{name} {policy:?}");
+    }
+}
+
+#[test]
+fn weightless_requests_for_new_keys_take_no_slot_and_pass_a_full_table() {
+    weightless_new_keys(token_bucket(3), "token bucket");
+    weightless_new_keys(leaky_bucket(3), "leaky bucket");
+    weightless_new_keys(fixed_window(3), "fixed window");
+    weightless_new_keys(sliding_window(3), "sliding window");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Construction and size
 // ---------------------------------------------------------------------------------------------
@@ -593,7 +634,8 @@ fn no_fingerprint_matches_among_twenty_million_comparisons() {
 }
 
 /// With `Admit`, a new key that finds no room is told what a fresh key would be, marked
-/// untracked, and is never counted: asked again and again, it gets the same answer.
+/// untracked (unless it weighs nothing), and is never counted: asked again and again, it gets
+/// the same answer.
 #[test]
 fn admit_policy_answers_like_a_fresh_key() {
     // Two slots, both holding keys with debt.
@@ -606,7 +648,13 @@ fn admit_policy_answers_like_a_fresh_key() {
         for cost in 0..=BURST {
             let d = limiter.check_n(&3, cost).unwrap();
             let alone = fresh_run(limiter.algorithm(), ts(T0), &[cost])[0];
-            assert_eq!(d.outcome(), Outcome::AllowedUntracked);
+            // A weightless request counts nothing and needs no room: simply allowed.
+            let expected = if cost == 0 {
+                Outcome::Allowed
+            } else {
+                Outcome::AllowedUntracked
+            };
+            assert_eq!(d.outcome(), expected, "weight {cost}");
             assert!(d.is_allowed());
             assert!(same_numbers(&d, &alone), "weight {cost}: {d:?} vs {alone:?}");
         }

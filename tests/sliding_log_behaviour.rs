@@ -270,6 +270,26 @@ fn a_full_table_can_admit_untracked() {
 }
 
 #[test]
+fn weightless_requests_for_new_keys_take_no_slot_and_pass_a_full_table() {
+    for policy in [WhenFull::Refuse, WhenFull::Admit] {
+        let limiter = keyed::<u64>("2/min", 1).when_full(policy);
+        let fresh = LogLimiter::with_clock(log("2/min"), ManualClock::starting_at(ts(T0)))
+            .peek_n(0)
+            .unwrap();
+        assert_eq!(limiter.check_n(&7, 0).unwrap(), fresh, "{policy:?}");
+        assert_eq!(limiter.len(), 0, "{policy:?}: a weightless request took a slot");
+        let mut key = 0;
+        while limiter.check_n(&key, 2).unwrap().outcome() == Outcome::Allowed {
+            key += 1;
+        }
+        let len = limiter.len();
+        assert_eq!(limiter.check_n(&key, 0).unwrap(), fresh, "{policy:?}: full table");
+        assert_eq!(limiter.peek_n(&key, 0).unwrap(), fresh, "{policy:?}: full table");
+        assert_eq!(limiter.len(), len, "{policy:?}");
+    }
+}
+
+#[test]
 fn debug_output_names_the_log() {
     let direct = LogLimiter::with_clock(log("5/s"), ManualClock::starting_at(ts(T0)));
     assert!(direct.check().is_allowed());

@@ -198,6 +198,11 @@ impl LogShard {
             let ring = lock(&self.slots[index].ring);
             return Some(self.decide_locked(index, ring, log, now, cost, faults));
         }
+        // A weightless request records nothing: an absent key is told what a fresh one would
+        // be, and takes no slot (nor a refusal when there is none).
+        if cost == 0 {
+            return Some(log.decide(&Ring::unallocated(0), now, cost).decision);
+        }
         for (displacement, index) in self.probe(home).enumerate() {
             let tag = self.tag(index);
             let mut ring = lock(&self.slots[index].ring);
@@ -288,6 +293,10 @@ impl LogShard {
             }
         }
         let fresh = || log.decide(&Ring::unallocated(0), now, cost).decision;
+        // A weightless request needs no slot (see `decide_inserting`).
+        if cost == 0 {
+            return Some(fresh());
+        }
         for index in self.probe(home) {
             if held(self.tag(index)) == EMPTY || log.is_idle(&lock(&self.slots[index].ring), now) {
                 return Some(fresh());
