@@ -173,7 +173,9 @@ impl std::error::Error for CostTooLarge {}
 pub enum CapacityError {
     /// A table for zero keys.
     Zero,
-    /// A table for this many keys would not fit in the address space.
+    /// A table for this many keys would not fit in the address space, or the allocator refused
+    /// it. A table larger than the machine's memory is not detected (see
+    /// [`KeyedLimiter::with_clock`](crate::KeyedLimiter::with_clock)).
     TooLarge {
         /// The capacity asked for.
         capacity: usize,
@@ -186,7 +188,7 @@ impl fmt::Display for CapacityError {
             CapacityError::Zero => f.write_str("a keyed limiter needs room for at least one key"),
             CapacityError::TooLarge { capacity } => write!(
                 f,
-                "a keyed limiter for {capacity} keys would not fit in memory (16 bytes per slot, 10 slots per 7 keys)"
+                "a keyed limiter for {capacity} keys cannot be allocated: it would not fit in the address space, or the allocator refused it"
             ),
         }
     }

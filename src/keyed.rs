@@ -86,8 +86,15 @@ impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
     /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
     /// when full.
     ///
+    /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
+    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// use. A capacity the address space can hold but the machine cannot is not detected: with
+    /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
+    /// memory while the table is zeroed.
+    ///
     /// # Errors
-    /// [`CapacityError`] when `capacity` is zero or the table would not fit in memory.
+    /// [`CapacityError`] when `capacity` is zero, when the table would not fit in the address
+    /// space, or when the allocator refuses it.
     pub fn new(algorithm: A, capacity: usize) -> Result<Self, CapacityError> {
         KeyedLimiter::with_clock(algorithm, capacity, PreciseClock::new())
     }
@@ -96,8 +103,15 @@ impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
 impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
     ///
+    /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
+    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// use. A capacity the address space can hold but the machine cannot is not detected: with
+    /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
+    /// memory while the table is zeroed.
+    ///
     /// # Errors
-    /// [`CapacityError`] when `capacity` is zero or the table would not fit in memory.
+    /// [`CapacityError`] when `capacity` is zero, when the table would not fit in the address
+    /// space, or when the allocator refuses it.
     pub fn with_clock(algorithm: A, capacity: usize, clock: C) -> Result<Self, CapacityError> {
         let layout = TableLayout::for_capacity(capacity, SLOT_BYTES)?;
         let shards = (0..layout.shards())

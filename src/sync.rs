@@ -35,11 +35,13 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Lets other threads run while this one waits for them: a scheduling point under loom (which
-/// must see it to explore the others' progress), a CPU hint otherwise.
+/// must see it to explore the others' progress), the OS scheduler's otherwise, so that a thread
+/// this one waits on gets the CPU even where threads outnumber cores (a spin hint would not give
+/// it). Only on paths that wait for another thread's claim, never on a decision's.
 #[inline]
-pub(crate) fn spin_hint() {
+pub(crate) fn yield_to_others() {
     #[cfg(tollgate_loom)]
     loom::thread::yield_now();
     #[cfg(not(tollgate_loom))]
-    std::hint::spin_loop();
+    std::thread::yield_now();
 }

@@ -32,7 +32,7 @@ use crossbeam_utils::CachePadded;
 use super::faults::Faults;
 use super::slot::{Slot, Status, MAX_REACH};
 use crate::algorithm::{Transition, FRESH_STATE};
-use crate::sync::{spin_hint, AtomicU128, AtomicU64, Ordering};
+use crate::sync::{yield_to_others, AtomicU128, AtomicU64, Ordering};
 use crate::Decision;
 
 /// The longest probe sequence: a key is stored within this many slots of its home.
@@ -312,7 +312,7 @@ impl Shard {
                 // times, before calling the table full.
                 if others_claiming && waited < MAX_WAITS_FOR_CLAIMS {
                     waited += 1;
-                    spin_hint();
+                    yield_to_others();
                     continue;
                 }
                 return Entry::Full;

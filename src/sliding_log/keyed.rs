@@ -57,9 +57,14 @@ impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
     /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
     /// when full.
     ///
+    /// The slots are allocated here and each slot's log when the slot is first used, so memory
+    /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
+    /// may use. Only the address space is checked; a bound the machine cannot hold is not
+    /// detected, and the process is killed for lack of memory when it gets there.
+    ///
     /// # Errors
-    /// [`CapacityError`] when `capacity` is zero or the table (with a log of the limit in every
-    /// slot) would not fit in memory.
+    /// [`CapacityError`] when `capacity` is zero, when the table (with a log of the limit in
+    /// every slot) would not fit in the address space, or when the allocator refuses the slots.
     pub fn new(log: SlidingLog, capacity: usize) -> Result<Self, CapacityError> {
         KeyedLogLimiter::with_clock(log, capacity, PreciseClock::new())
     }
@@ -75,9 +80,14 @@ fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
 impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
     ///
+    /// The slots are allocated here and each slot's log when the slot is first used, so memory
+    /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
+    /// may use. Only the address space is checked; a bound the machine cannot hold is not
+    /// detected, and the process is killed for lack of memory when it gets there.
+    ///
     /// # Errors
-    /// [`CapacityError`] when `capacity` is zero or the table (with a log of the limit in every
-    /// slot) would not fit in memory.
+    /// [`CapacityError`] when `capacity` is zero, when the table (with a log of the limit in
+    /// every slot) would not fit in the address space, or when the allocator refuses the slots.
     pub fn with_clock(log: SlidingLog, capacity: usize, clock: C) -> Result<Self, CapacityError> {
         // Every slot may end up with a full log: the bound must fit the address space.
         let slot_bytes = max_slot_bytes(&log).ok_or(CapacityError::TooLarge { capacity })?;
