@@ -25,8 +25,10 @@
 //!   puts in each request's extensions), a header ([`HeaderKey`], an API key), the client IP
 //!   behind trusted proxies ([`ClientIp`]: the right-most address in `X-Forwarded-For` or
 //!   `Forwarded` that is not a trusted proxy, or the right-most entry when all are; the trusted
-//!   ranges must hold only proxies), or a closure ([`KeyFn`]). A request without a key
-//!   gets the configured [`MissingKey`] behaviour, never a panic.
+//!   ranges must hold only proxies), or a closure ([`KeyFn`]); either IP key can take an IPv6
+//!   client by its network instead of its address ([`Ipv6Prefix`]: a client with a /64 is one
+//!   client). A request without a key gets the configured [`MissingKey`] behaviour, never a
+//!   panic.
 //! - **Refusals**: `429 Too Many Requests` with `Retry-After` (whole seconds, rounded up) and the
 //!   IETF `RateLimit-Policy` / `RateLimit` fields, optionally the legacy `X-RateLimit-*` ones
 //!   (admitted responses carry them too with [`RateLimitBuilder::fields_on_admitted`]); a
@@ -51,6 +53,7 @@ mod client_ip;
 mod fields;
 mod forwarded;
 mod ip_range;
+mod ipv6_prefix;
 mod key;
 mod layer;
 mod limiter;
@@ -64,6 +67,7 @@ mod shaping;
 pub use client_ip::{ClientIp, ForwardedHeader};
 pub use fields::PolicyNameError;
 pub use ip_range::{IpRange, IpRangeError};
+pub use ipv6_prefix::Ipv6Prefix;
 pub use key::{HeaderKey, KeyError, KeyExtractor, KeyFn, PeerIp};
 pub use layer::{MissingKey, OnLimiterError, RateLimitBuilder, RateLimitLayer};
 pub use limiter::{LimiterError, Origin, RateLimiter};

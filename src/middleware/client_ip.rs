@@ -49,6 +49,10 @@ pub enum ForwardedHeader {
 /// range that contains clients (a whole private network your users are on, `0.0.0.0/0`, `::/0`):
 /// list the proxies' own addresses, or a subnet that holds only them.
 ///
+/// The key is the client's full address; an IPv6 client usually holds a whole /64 and can change
+/// address per request: wrap the extractor in [`Ipv6Prefix`](super::Ipv6Prefix) to key it by its
+/// network.
+///
 /// ```
 /// use tollgate::middleware::{ClientIp, ForwardedHeader};
 ///

@@ -132,7 +132,7 @@ pub(crate) fn peer_ip(request: &Parts) -> Result<IpAddr, KeyError> {
 /// Behind a reverse proxy every request comes from the proxy: use [`ClientIp`](super::ClientIp)
 /// there. IPv4-mapped IPv6 addresses are keyed as the IPv4 address they carry. An IPv6 client
 /// usually holds a whole /64 and can change address per request: to limit it as one client,
-/// key by its prefix with a [`KeyFn`].
+/// key by its network with [`Ipv6Prefix`](super::Ipv6Prefix).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PeerIp;
 
