@@ -215,7 +215,7 @@ impl<S> PlacedSlots<S> {
     }
 }
 
-/// [`ClockReadHashLoadCas16`] with the slot placed by the hash ([`PlacedSlots`]): the keyed
+/// [`ClockReadHashLoadCas16`] with the slot placed by the hash (shard, then home slot, as a table places it): the keyed
 /// floor of tollgate's table, address computation included.
 #[derive(Debug)]
 pub struct ClockReadHashPlaceLoadCas16<C> {
@@ -254,7 +254,7 @@ impl<C: Clock> Direct for ClockReadHashPlaceLoadCas16<C> {
     }
 }
 
-/// [`ClockReadHashLoadTagCas8`] with the slot placed by the hash ([`PlacedSlots`]), and the tag
+/// [`ClockReadHashLoadTagCas8`] with the slot placed by the hash (shard, then home slot), and the tag
 /// read again after the state (as a two-word slot must, to know the state is still the key's).
 #[derive(Debug)]
 pub struct ClockReadHashPlaceLoadTagCas8<C> {
