@@ -1,13 +1,14 @@
-//! Counting admitted, refused, unavailable and keyless responses, printed once a second.
+//! Counting admitted, refused, unavailable and keyless responses, printed once a second, with
+//! the last reason a limiter could not decide (the operator's view of the layer's 503s).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use http_body_util::Either;
-use tollgate::middleware::LimitedBody;
+use tollgate::middleware::{LimitedBody, LimiterError};
 use tower::Service;
 
 use crate::upstream::UpstreamBody;
@@ -18,6 +19,9 @@ pub(crate) struct Counters {
     refused: AtomicU64,
     unavailable: AtomicU64,
     no_key: AtomicU64,
+    /// The last limiter error of the current second: the client is told only that the limiter
+    /// could not decide; the reason travels in the response's extensions, for the operator.
+    last_error: Mutex<Option<String>>,
 }
 
 impl Counters {
@@ -38,6 +42,10 @@ impl Counters {
                 println!(
                     "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}  no key {no_key:>8}"
                 );
+                let last_error = self.last_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(error) = last_error {
+                    eprintln!("{second:>5}s  last limiter error: {error}");
+                }
             }
         });
     }
@@ -93,6 +101,9 @@ where
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
+            if let Some(error) = response.extensions().get::<LimiterError>() {
+                *counters.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
+            }
             let grpc_status = response.headers().get("grpc-status");
             let counter = if !response.body().is_layer_answer() {
                 &counters.admitted
