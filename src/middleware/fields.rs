@@ -103,6 +103,10 @@ pub(crate) const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 /// more than the limiter admits in `w` seconds at its sustained rate. Computed from the exact
 /// window (a bucket's need not be whole nanoseconds: `"3/s burst 1"` fills in a third of a
 /// second, and is announced `q=3;w=1`), and `q` clamped to [`SF_INTEGER_MAX`].
+///
+/// A bucket runs at its emission interval `T`, the exact one rounded up to whole nanoseconds
+/// (up to 1% slower), so `q` is also at most what it admits in `w` seconds starting full
+/// ([`bucket_admits`]): `"999999/s burst 1"` (`T` = 1001 ns) is `q=999001;w=1`.
 fn announced(policy: Policy) -> (u64, u64) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     let ExactWindow { nanos, per } = policy.exact_window();
@@ -118,8 +122,25 @@ fn announced(policy: Policy) -> (u64, u64) {
             .and_then(|rounded| u128::from(policy.quota).checked_mul(rounded))
             .map_or(u128::from(policy.quota), |units| units / nanos),
     };
+    let q = match policy.refill {
+        Refill::Steady { interval, .. } => q.min(bucket_admits(
+            policy.quota,
+            interval,
+            w.saturating_mul(NANOS_PER_SEC),
+        )),
+        Refill::AtWindowEnd | Refill::Unknown => q,
+    };
     let q = u64::try_from(q).unwrap_or(u64::MAX).min(SF_INTEGER_MAX);
     (q, u64::try_from(w).unwrap_or(u64::MAX))
+}
+
+/// The most requests of weight 1 a bucket of `burst` units, one coming back every `interval`,
+/// admits in `span_ns` nanoseconds (at least 1) starting full: the GCRA admits `burst` at once,
+/// then one every `interval`, at `interval, 2 * interval, ...`, of which `(span_ns - 1) /
+/// interval` come before the span ends.
+fn bucket_admits(burst: u64, interval: Duration, span_ns: u128) -> u128 {
+    let interval = interval.as_nanos().max(1);
+    u128::from(burst).saturating_add(span_ns.saturating_sub(1) / interval)
 }
 
 impl Fields {
@@ -445,7 +466,8 @@ mod tests {
             ("3/s burst 4", r#""default";q=6;w=2"#),
             ("3/s burst 6", r#""default";q=6;w=2"#),
             ("1/1500ms", r#""default";q=1;w=2"#),
-            ("999999/s burst 1", r#""default";q=999999;w=1"#),
+            // ... unless the rounded interval admits fewer: 1001 ns, so 1 + 999_000 in a second.
+            ("999999/s burst 1", r#""default";q=999001;w=1"#),
         ] {
             for policy in [
                 TokenBucket::new(quota.parse()?)?.policy(),
@@ -462,6 +484,67 @@ mod tests {
         let mut policy = TokenBucket::new("3/s".parse()?)?.policy();
         policy.quota = 1;
         assert_eq!(announcement(policy), r#""default";q=1;w=1"#);
+        Ok(())
+    }
+
+    /// The `q` and `w` of `policy`'s announcement.
+    fn announced_q_w(policy: Policy) -> Result<(u64, u64), Box<dyn std::error::Error>> {
+        let value = announcement(policy);
+        let (q, w) = value
+            .to_str()?
+            .split_once(";q=")
+            .and_then(|(_, rest)| rest.split_once(";w="))
+            .ok_or("no q and w")?;
+        Ok((q.parse()?, w.parse()?))
+    }
+
+    /// Checks that `bucket`, starting full, admits at least its announced `q` in `w` seconds,
+    /// each request sent as soon as it passes.
+    fn admits_q_in_w<A>(bucket: A, what: &str) -> Result<(), Box<dyn std::error::Error>>
+    where
+        A: crate::algorithm::Algorithm + AnnouncedPolicy,
+    {
+        let (q, w) = announced_q_w(bucket.policy())?;
+        let clock = ManualClock::new();
+        let limiter = DirectLimiter::with_clock(bucket, clock.clone());
+        let (mut admitted, mut elapsed) = (0, Duration::ZERO);
+        while elapsed < Duration::from_secs(w) {
+            let decision = limiter.check();
+            if decision.is_allowed() {
+                admitted += 1;
+            } else {
+                clock.advance(decision.retry_after());
+                elapsed += decision.retry_after();
+            }
+        }
+        if admitted < q {
+            return Err(format!("{what}: q={q};w={w}, but {admitted} pass in {w} s").into());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_bucket_admits_at_least_q_in_w_seconds() -> Result<(), Box<dyn std::error::Error>> {
+        // Some at rates whose interval is rounded up (`999999/s`: 1001 ns, 0.1% slower).
+        for quota in [
+            "3/s",
+            "3/s burst 1",
+            "6/s",
+            "30/s burst 1",
+            "3/s burst 4",
+            "10/s burst 20",
+            "1/1500ms",
+            "3/min",
+            "7/h burst 3",
+            "123456/s burst 1",
+            "600000/s burst 1",
+            "999999/s burst 1",
+            "999999/s burst 10",
+        ] {
+            let quota: Quota = quota.parse()?;
+            admits_q_in_w(TokenBucket::new(quota)?, &format!("token bucket {quota}"))?;
+            admits_q_in_w(LeakyBucket::new(quota)?, &format!("leaky bucket {quota}"))?;
+        }
         Ok(())
     }
 

@@ -121,6 +121,8 @@ pub(crate) enum Refill {
 ///   `q=20;w=2`. That time is the quota's exact one, not the emission interval's, which is
 ///   rounded up to whole nanoseconds: `"3/s"` is `q=3;w=1`, and `"3/s burst 1"` (a third of a
 ///   second) is `q=3;w=1` too. [`Policy::window`] is that time rounded up to whole nanoseconds.
+///   The announced `q` is also at most what the bucket admits in `w` seconds starting full at
+///   its rounded interval: `"999999/s burst 1"` (1001 ns per unit) is `q=999001;w=1`.
 pub trait AnnouncedPolicy {
     /// The policy this algorithm enforces.
     fn policy(&self) -> Policy;
