@@ -221,3 +221,50 @@ async fn a_fallback_admission_announces_no_refill_time() -> Result<(), Error> {
     assert_eq!(admitted.header("ratelimit"), r#""default";r=9"#);
     Ok(())
 }
+
+/// A layer over Redis that shapes (the fleet's leaky bucket, a maximum wait of 1 s), with Redis
+/// away (nothing listens on port 1): every decision is this instance's `share`'s.
+async fn shaping_layer_over_a_fallback<A>(
+    share: A,
+    clock: &ManualClock,
+) -> Result<std::net::SocketAddr, Error>
+where
+    A: tollgate::algorithm::Algorithm + 'static,
+{
+    let share = KeyedLimiter::<str, _, _>::with_clock(share, 100, clock.clone())?;
+    let limiter = RedisLimiter::builder(
+        "redis://127.0.0.1:1/",
+        LeakyBucket::new("2/s burst 5".parse()?)?,
+        FailurePolicy::fallback(share),
+    )
+    .deadline(Duration::from_millis(200))
+    .connect()
+    .await?;
+    let layer = RateLimitLayer::builder(limiter, HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .max_delay(Duration::from_secs(1))
+        .fields_on_admitted(true)
+        .build();
+    Ok(serve(layer.layer(Hello), true).await)
+}
+
+/// A refusal by the fallback is told the fallback's own retry-after: the later one a shaping
+/// layer gives a full queue (`reset_after - max_delay`) holds only for the fleet's queue, and a
+/// token-bucket share's reset-after is the time until it is full (5 s here), no queue at all.
+#[tokio::test]
+async fn a_fallback_refusal_retries_after_the_fallbacks_own_time() -> Result<(), Error> {
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let gateway = shaping_layer_over_a_fallback(TokenBucket::new("1/s burst 5".parse()?)?, &clock).await?;
+    let client = http1_client();
+    let k = [("x-api-key", "k")];
+    for _ in 0..5 {
+        assert_eq!(get(&client, gateway, "/", &k).await.status, StatusCode::OK);
+    }
+    let refused = get(&client, gateway, "/", &k).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), "1");
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=1"#);
+    // And it does pass then.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(get(&client, gateway, "/", &k).await.status, StatusCode::OK);
+    Ok(())
+}

@@ -204,10 +204,11 @@ impl Fields {
         }
     }
 
-    /// When the same request passes after a refused `decision`: its retry-after; on a shaper
-    /// with a maximum wait, later if the request would then still wait above `max_delay`. A
-    /// request retried `s` later waits `reset_after - s` for the queue, so it fits once
-    /// `reset_after - max_delay` has passed.
+    /// When the same request passes after a refused `decision` of this policy's limiter (not of
+    /// a stand-in with an algorithm of its own): its retry-after; on a shaper with a maximum
+    /// wait, later if the request would then still wait above `max_delay`. A request retried
+    /// `s` later waits `reset_after - s` for the queue, so it fits once `reset_after -
+    /// max_delay` has passed.
     pub(crate) fn refused_retry(&self, decision: &Decision, max_delay: Option<Duration>) -> Duration {
         let retry_after = decision.retry_after();
         match (self.refill, max_delay) {

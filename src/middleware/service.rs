@@ -173,7 +173,10 @@ enum Answer {
 
 /// `origin` says who decided: the time until more quota (`t`) follows from the policy's refill
 /// only when the limiter itself did; a stand-in (a Redis limiter's local fallback, with its own
-/// share of the quota) or a fail-open admission gets `r` alone.
+/// share of the quota) or a fail-open admission gets `r` alone. A refusal's retry-after is
+/// later for a full queue (`Fields::refused_retry`) only when the limiter itself decided, as
+/// only then is the policy's shaping that of the decision: a fallback's share may be a token
+/// bucket or a window, whose reset-after is no queue to wait for.
 fn answer<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
     decision: &Decision,
@@ -189,7 +192,10 @@ fn answer<L, X: KeyExtractor>(
             }))
         }
         Outcome::Denied => {
-            let retry_after = fields.refused_retry(decision, shared.max_delay);
+            let retry_after = match origin {
+                Origin::Limiter => fields.refused_retry(decision, shared.max_delay),
+                Origin::Fallback | Origin::Uncounted => decision.retry_after(),
+            };
             Answer::Refuse(refusal::too_many_requests(
                 fields,
                 decision.remaining(),
