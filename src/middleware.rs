@@ -37,11 +37,12 @@
 //!   `grpc-status: 8` (`RESOURCE_EXHAUSTED`), its own content type, and the same fields.
 //! - **Shaping**: with the [`LeakyBucket`](crate::LeakyBucket), an admitted request waits for
 //!   its slot (a tokio timer) before it is forwarded; a wait above
-//!   [`RateLimitBuilder::max_delay`] is refused (and the fields count only the requests that
-//!   maximum lets through); a client that leaves while waiting gives its
-//!   slot back ([`RateLimiter::refund`]). The wait needs a tokio runtime with its timer
-//!   enabled (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime builder); tokio
-//!   panics on a timer without one, which no other path of the layer uses.
+//!   [`RateLimitBuilder::max_delay`] is refused (and the fields of the limiter's own decisions
+//!   count only the requests that maximum lets through; an admission by a stand-in, a Redis
+//!   limiter's local fallback, announces its share's own `r`); a client that leaves while
+//!   waiting gives its slot back ([`RateLimiter::refund`]). The wait needs a tokio runtime
+//!   with its timer enabled (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime
+//!   builder); tokio panics on a timer without one, which no other path of the layer uses.
 //! - **Per route**: [`RateLimitBuilder::only_for`] limits only the requests a [`RouteFilter`]
 //!   matches; stack one layer per route for different quotas.
 //!

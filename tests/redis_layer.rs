@@ -268,3 +268,31 @@ async fn a_fallback_refusal_retries_after_the_fallbacks_own_time() -> Result<(),
     assert_eq!(get(&client, gateway, "/", &k).await.status, StatusCode::OK);
     Ok(())
 }
+
+/// What `RateLimitBuilder::max_delay` documents of a fallback: an admission's `r` is the share's
+/// own remaining (for a leaky share, the room in its queue), which the layer's maximum wait may
+/// cut, since the layer cannot tell the share's algorithm from its decisions; the maximum itself
+/// still holds, a wait above it refused.
+#[tokio::test]
+async fn a_fallback_admission_announces_the_shares_own_remaining() -> Result<(), Error> {
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    // A slot every 0.5 s, 5 in the queue: of 4 more sent at once, the 0.5 s and 1 s waits fit.
+    let gateway = shaping_layer_over_a_fallback(LeakyBucket::new("2/s burst 5".parse()?)?, &clock).await?;
+    let client = http1_client();
+    let k = [("x-api-key", "k")];
+    let first = get(&client, gateway, "/", &k).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.header("ratelimit"), r#""default";r=4"#);
+    let (a, b, c, d) = tokio::join!(
+        get(&client, gateway, "/", &k),
+        get(&client, gateway, "/", &k),
+        get(&client, gateway, "/", &k),
+        get(&client, gateway, "/", &k),
+    );
+    let passed = [a, b, c, d]
+        .iter()
+        .filter(|answer| answer.status == StatusCode::OK)
+        .count();
+    assert_eq!(passed, 2);
+    Ok(())
+}

@@ -235,10 +235,15 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// refused with 429 (its slot given back) and told to retry when the wait would fit.
     /// Default: any delay the limiter gives (for the leaky bucket, at most `burst - 1` slots).
     ///
-    /// The fields count what this maximum lets through: an admitted response's `r` is the
-    /// requests sent now that would wait no longer (each waits one slot more than the one
-    /// before), `t` when one more would, and a refusal for a full queue says to retry when the
-    /// queue has room and the wait fits.
+    /// The fields of the limiter's own decisions count what this maximum lets through: an
+    /// admitted response's `r` is the requests sent now that would wait no longer (each waits
+    /// one slot more than the one before), `t` when one more would, and a refusal for a full
+    /// queue says to retry when the queue has room and the wait fits. A decision by a stand-in
+    /// (a Redis limiter's local fallback, [`Origin::Fallback`](super::Origin::Fallback)) is
+    /// announced as it is: an admission's `r` is the share's own remaining (for a leaky share,
+    /// its queue's room, of which this maximum may let fewer through), and a refusal's
+    /// retry-after the share's own; the layer cannot tell the share's algorithm from its
+    /// decisions. The maximum itself holds whoever decided.
     pub fn max_delay(mut self, max: Duration) -> Self {
         self.shared.max_delay = Some(max);
         self
