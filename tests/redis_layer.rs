@@ -296,3 +296,47 @@ async fn a_fallback_admission_announces_the_shares_own_remaining() -> Result<(),
     assert_eq!(passed, 2);
     Ok(())
 }
+
+/// The script runs a bucket at its interval rounded up to whole microseconds (`9999/s`: 101 µs
+/// against 100,011 ns locally), so the layer announces that rate's `q`: at most
+/// `1 + (1 s - 1 ns) / 101 µs` = 9,901 pass in a second, not the 9,999 a local bucket admits.
+#[tokio::test]
+async fn a_redis_bucket_announces_the_rate_its_script_runs() -> Result<(), Error> {
+    let quota = "9999/s burst 1";
+    // Nothing listens on port 1: every decision is the failure policy's, which is enough to
+    // read the fields the layer announces.
+    let limiter = RedisLimiter::builder(
+        "redis://127.0.0.1:1/",
+        TokenBucket::new(quota.parse()?)?,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        },
+    )
+    .deadline(Duration::from_millis(200))
+    .connect()
+    .await?;
+    let gateway = serve(
+        RateLimitLayer::new(limiter, HeaderKey::new(HeaderName::from_static("x-api-key"))).layer(Hello),
+        true,
+    )
+    .await;
+    let client = http1_client();
+    let refused = get(&client, gateway, "/", &[("x-api-key", "k")]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=9901;w=1"#);
+
+    // A local bucket of the same quota runs at 100,011 ns and announces its own 9,999.
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let local = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new(quota.parse()?)?, 10, clock)?;
+    let gateway = serve(
+        RateLimitLayer::new(local, HeaderKey::new(HeaderName::from_static("x-api-key"))).layer(Hello),
+        true,
+    )
+    .await;
+    let k = [("x-api-key", "k")];
+    assert_eq!(get(&client, gateway, "/", &k).await.status, StatusCode::OK);
+    let refused = get(&client, gateway, "/", &k).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=9999;w=1"#);
+    Ok(())
+}

@@ -216,6 +216,19 @@ pub(crate) struct Program {
     pub(crate) capacity: u64,
 }
 
+impl Reader {
+    /// The emission interval the script runs a bucket at (rounded up to whole microseconds);
+    /// `None` for the windows and the log.
+    #[cfg(feature = "tower")]
+    pub(crate) fn bucket_interval(&self) -> Option<Duration> {
+        match self {
+            Reader::TokenBucket(bucket) => Some(bucket.emission_interval()),
+            Reader::LeakyBucket(shaper) => Some(shaper.emission_interval()),
+            Reader::FixedWindow { .. } | Reader::SlidingWindow(_) | Reader::Log => None,
+        }
+    }
+}
+
 /// How a script's reply becomes a [`Decision`](crate::Decision) (see `reply.rs`): the
 /// buckets and the sliding window rebuild the state the script decided on and run the core's
 /// own arithmetic on it, with the parameters the script used.

@@ -65,8 +65,15 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         }
     }
 
+    /// The algorithm's policy, at the rate the script runs it: a bucket's interval rounded up
+    /// to whole microseconds (up to 1% slower than the local bucket's), so that the announced
+    /// `q` never promises what the fleet's bucket does not admit.
     fn policy(&self) -> Policy {
-        self.algorithm().policy()
+        let policy = self.algorithm().policy();
+        match self.bucket_interval() {
+            Some(interval) => policy.running_at(interval),
+            None => policy,
+        }
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {

@@ -190,6 +190,12 @@ impl RedisLimiter {
         &self.algorithm
     }
 
+    /// The emission interval the script runs a bucket at; `None` for the other algorithms.
+    #[cfg(feature = "tower")]
+    pub(crate) fn bucket_interval(&self) -> Option<std::time::Duration> {
+        self.program.reader.bucket_interval()
+    }
+
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
         self.program.capacity

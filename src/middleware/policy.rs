@@ -36,6 +36,18 @@ impl Policy {
         }
     }
 
+    /// The same policy for a bucket that runs at `interval` rather than at the interval it was
+    /// announced with (a Redis script runs its bucket at the interval rounded up to whole
+    /// microseconds): `q`, capped by what the interval admits in `w`, and `t` follow it. A
+    /// policy whose units do not come back steadily is returned as it is.
+    #[cfg(feature = "redis")]
+    pub(crate) fn running_at(mut self, interval: Duration) -> Policy {
+        if let Refill::Steady { interval: steady, .. } = &mut self.refill {
+            *steady = interval;
+        }
+        self
+    }
+
     /// The window exactly: `exact`, unless `window` was changed since (the fields are public),
     /// then `window` itself.
     pub(crate) fn exact_window(&self) -> ExactWindow {
