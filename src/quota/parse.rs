@@ -33,6 +33,7 @@ enum Reason {
     BadCount { what: &'static str, found: String },
     NoUnit { found: String },
     UnknownUnit { found: String },
+    FractionalPeriod { found: String },
     UnexpectedTail { found: String },
     Invalid(QuotaError),
 }
@@ -66,6 +67,10 @@ impl fmt::Display for ParseQuotaError {
             Reason::NoUnit { found } => write!(
                 f,
                 "the period {found:?} has no unit; write one of ns, us, ms, s, min, h, d (for example `10s`)"
+            ),
+            Reason::FractionalPeriod { found } => write!(
+                f,
+                "the period {found:?} is not a whole number of its unit; use a smaller unit (`1500ms`, not `1.5s`)"
             ),
             Reason::UnknownUnit { found } => {
                 write!(
@@ -153,13 +158,18 @@ impl FromStr for Quota {
     }
 }
 
-/// Splits `count/period` or `count per period`.
+/// Splits `count/period` or `count per period` (`per` right after the count's digits, with or
+/// without whitespace around it).
 fn split_separator(text: &str) -> Option<(&str, &str)> {
     if let Some((count, rest)) = text.split_once('/') {
         return Some((count, rest));
     }
-    let at = text.find(" per ")?;
-    Some((&text[..at], &text[at + " per ".len()..]))
+    let count_end = text.find(|c: char| !(c.is_ascii_digit() || c == '_'))?;
+    if count_end == 0 {
+        return None;
+    }
+    let rest = text[count_end..].trim_start().strip_prefix("per")?;
+    Some((&text[..count_end], rest))
 }
 
 /// A whole number with optional `_` separators. Zero parses (the quota rejects it with a typed
@@ -185,6 +195,16 @@ fn parse_period(text: &str) -> Result<u128, Reason> {
         .find(|c: char| !(c.is_ascii_digit() || c == '_'))
         .unwrap_or(text.len());
     let (number, unit) = (text[..unit_at].trim(), text[unit_at..].trim());
+    // `1.5s`, `1,5s`: a fraction, not a unit named `.5s`.
+    let mut after = unit.chars();
+    if !number.is_empty()
+        && matches!(after.next(), Some('.' | ','))
+        && after.next().is_some_and(|c| c.is_ascii_digit())
+    {
+        return Err(Reason::FractionalPeriod {
+            found: text.to_owned(),
+        });
+    }
     if unit.is_empty() {
         return Err(Reason::NoUnit {
             found: text.to_owned(),
@@ -256,6 +276,22 @@ mod tests {
         assert_eq!(parse("3/250us").unwrap().period(), Duration::from_micros(250));
         assert_eq!(parse("3/2m").unwrap().period(), Duration::from_secs(120));
         assert_eq!(parse("7/d").unwrap().period(), Duration::from_secs(86_400));
+        // Whitespace around `per` is optional, and any whitespace will do.
+        let five_per_ten = Quota::new(5, Duration::from_secs(10)).unwrap();
+        for text in [
+            "5per10s",
+            "5 per10s",
+            "5per 10s",
+            "5\tper\t10s",
+            "5\nper 10s",
+            "5_per_10s",
+        ] {
+            assert_eq!(
+                parse(text).ok(),
+                (!text.contains('_')).then_some(five_per_ten),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
@@ -281,6 +317,9 @@ mod tests {
             ("10/s burst x", "burst must be a whole number"),
             ("10/s queue 4", "unexpected \"s queue 4\""),
             ("_1/s", "count must be a whole number"),
+            ("10/1.5s", "not a whole number of its unit"),
+            ("10 per 2,5 min", "not a whole number of its unit"),
+            ("five per s", "expected `<count>/<period>`"),
         ];
         for (text, needle) in cases {
             let message = parse(text).unwrap_err().to_string();
