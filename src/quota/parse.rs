@@ -169,7 +169,8 @@ fn split_separator(text: &str) -> Option<(&str, &str)> {
         return None;
     }
     let rest = text[count_end..].trim_start().strip_prefix("per")?;
-    Some((&text[..count_end], rest))
+    // `100 per` with nothing after it: the whole form is missing, not just a unit.
+    (!rest.trim().is_empty()).then_some((&text[..count_end], rest))
 }
 
 /// A whole number with optional `_` separators. Zero parses (the quota rejects it with a typed
