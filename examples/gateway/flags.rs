@@ -194,11 +194,16 @@ impl Flags {
 /// are forwarded as they are, so a base path would be dropped).
 fn upstream(text: &str) -> Result<Uri, Box<dyn Error>> {
     let uri: Uri = text.parse().map_err(|e| format!("--upstream: {e}"))?;
-    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
-        return Err(format!(
-            "--upstream: `{text}` is not http://host:port (TLS upstreams are not supported)"
-        )
-        .into());
+    match uri.scheme_str() {
+        Some("http") if uri.authority().is_some() => {}
+        Some("https") => {
+            return Err(format!(
+                "--upstream: `{text}`: TLS upstreams are not supported; give http://host:port"
+            )
+            .into())
+        }
+        None => return Err(format!("--upstream: `{text}` has no scheme; write http://{text}").into()),
+        Some(_) => return Err(format!("--upstream: `{text}` is not http://host:port").into()),
     }
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
         return Err(format!(
@@ -283,6 +288,16 @@ mod tests {
         for base in ["http://127.0.0.1:3000", "http://127.0.0.1:3000/"] {
             assert!(parse(&["--upstream", base]).is_ok(), "{base}");
         }
+    }
+
+    #[test]
+    fn an_upstream_error_says_what_is_missing() {
+        assert_eq!(
+            error(&["--upstream", "127.0.0.1:3000"]),
+            "--upstream: `127.0.0.1:3000` has no scheme; write http://127.0.0.1:3000"
+        );
+        assert!(error(&["--upstream", "https://example.com"]).contains("TLS upstreams are not supported"));
+        assert!(error(&["--upstream", "ftp://example.com"]).contains("is not http://host:port"));
     }
 
     #[test]
