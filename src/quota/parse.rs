@@ -136,7 +136,7 @@ impl FromStr for Quota {
         let lower = text.to_lowercase();
         let (count_text, rest) = split_separator(&lower).ok_or_else(|| fail(Reason::NoSeparator))?;
         let count = parse_count(count_text.trim(), "count").map_err(fail)?;
-        let (period_text, burst_text) = match rest.find("burst") {
+        let (period_text, burst_text) = match burst_keyword(rest) {
             Some(at) => (&rest[..at], Some(rest[at + "burst".len()..].trim())),
             None => (rest, None),
         };
@@ -156,6 +156,14 @@ impl FromStr for Quota {
         }
         Ok(quota)
     }
+}
+
+/// Where the word `burst` starts (not `bursts` or `burstiness`: those are left to the period,
+/// whose error then names the unexpected text).
+fn burst_keyword(text: &str) -> Option<usize> {
+    text.match_indices("burst")
+        .map(|(at, _)| at)
+        .find(|&at| !text[at + "burst".len()..].starts_with(|c: char| c.is_alphabetic()))
 }
 
 /// Splits `count/period` or `count per period` (`per` right after the count's digits, with or
@@ -319,6 +327,7 @@ mod tests {
             ("10/s queue 4", "unexpected \"s queue 4\""),
             ("_1/s", "count must be a whole number"),
             ("10/1.5s", "not a whole number of its unit"),
+            ("10/s bursts 20", "unexpected \"s bursts 20\""),
             ("10 per 2,5 min", "not a whole number of its unit"),
             ("five per s", "expected `<count>/<period>`"),
         ];
