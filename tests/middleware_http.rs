@@ -518,16 +518,59 @@ async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<
     // The operator is told why, from the response's extensions.
     let logged = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let reason = format!("the rate limiter could not decide: {INTERNAL_REASON}");
-    assert_eq!(logged, [reason.clone(), reason]);
+    assert_eq!(logged, [reason.clone(), reason.clone()]);
 
+    // Failing open, the request goes through unlimited, and its response still carries why, on
+    // the asynchronous path (`Unreachable`) and on the fast one (`UnreachableNow`).
+    let log = Arc::new(Mutex::new(Vec::new()));
     let open = RateLimitLayer::builder(Unreachable, api_key())
         .on_limiter_error(OnLimiterError::Admit)
         .build();
-    let open = serve(open.layer(Hello), true).await;
-    let answer = get(&client, open, "/", &key).await;
-    assert_eq!(answer.status, StatusCode::OK);
-    assert_eq!(answer.header("ratelimit"), "", "no decision, no fields");
+    let open = serve(
+        LogLimiterErrors {
+            inner: open.layer(Hello),
+            log: Arc::clone(&log),
+        },
+        true,
+    )
+    .await;
+    let open_now = RateLimitLayer::builder(UnreachableNow, api_key())
+        .on_limiter_error(OnLimiterError::Admit)
+        .build();
+    let open_now = serve(
+        LogLimiterErrors {
+            inner: open_now.layer(Hello),
+            log: Arc::clone(&log),
+        },
+        true,
+    )
+    .await;
+    for gateway in [open, open_now] {
+        let answer = get(&client, gateway, "/", &key).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(answer.body, "hello\n");
+        assert_eq!(answer.header("ratelimit"), "", "no decision, no fields");
+    }
+    let logged = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(logged, [reason.clone(), reason]);
     Ok(())
+}
+
+/// [`Unreachable`], deciding at once (the layer's fast path, as a table in memory does).
+struct UnreachableNow;
+
+impl RateLimiter<String> for UnreachableNow {
+    fn decide(&self, key: &String, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        Unreachable.decide(key, cost)
+    }
+
+    fn decide_now(&self, _: &String, _: u64) -> Option<Result<Decision, LimiterError>> {
+        Some(Err(LimiterError::new(INTERNAL_REASON)))
+    }
+
+    fn policy(&self) -> Policy {
+        Unreachable.policy()
+    }
 }
 
 #[tokio::test]

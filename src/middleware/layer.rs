@@ -68,7 +68,9 @@ pub enum OnLimiterError {
     /// carries the [`LimiterError`](super::LimiterError) in its extensions, for a layer outside
     /// to log.
     Refuse(StatusCode),
-    /// Fail open: forward the request unlimited, without rate-limit fields.
+    /// Fail open: forward the request unlimited, without rate-limit fields. The upstream's
+    /// response carries the [`LimiterError`](super::LimiterError) in its extensions, so that a
+    /// layer outside can log why a request went through unlimited.
     Admit,
 }
 

@@ -121,8 +121,12 @@ where
         let decision = match shared.limiter.decide_now(&key, COST) {
             Some(Ok(decision)) => decision,
             Some(Err(error)) => match limiter_error(shared, error, grpc) {
-                Some(answer) => return ResponseFuture::own(answer),
-                None => return ResponseFuture::inner(call_now(ready, head, body), None),
+                Ok(answer) => return ResponseFuture::own(answer),
+                // Failing open is the rare path: boxed, so that the fast path stays as small.
+                Err(error) => {
+                    let forwarded = call_with_fields(ready, head, body, None);
+                    return ResponseFuture::slow(Box::pin(failed_open(forwarded, error)));
+                }
             },
             // A limiter that decides asynchronously.
             None => {
@@ -221,21 +225,33 @@ fn answer<L, X: KeyExtractor>(
 const LIMITER_ERROR_MESSAGE: &str = "the rate limiter could not decide: retry later";
 
 /// The answer when the limiter cannot decide: an error response with a fixed message, carrying
-/// `error` in its extensions for the operator (a layer outside can log it), or `None` to
-/// forward the request unlimited.
+/// `error` in its extensions for the operator (a layer outside can log it), or `Err(error)` to
+/// forward the request unlimited ([`failed_open`] puts the error on the forwarded response).
 fn limiter_error<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
     error: LimiterError,
     grpc: Option<&HeaderValue>,
-) -> Option<Response<Full<Bytes>>> {
+) -> Result<Response<Full<Bytes>>, LimiterError> {
     match shared.on_error {
-        OnLimiterError::Admit => None,
+        OnLimiterError::Admit => Err(error),
         OnLimiterError::Refuse(status) => {
             let mut response = refusal::error(status, LIMITER_ERROR_MESSAGE.to_owned(), grpc);
             response.extensions_mut().insert(error);
-            Some(response)
+            Ok(response)
         }
     }
+}
+
+/// A request forwarded although the limiter could not decide (fail open): its response carries
+/// the `LimiterError` in its extensions, as a refusal's does, so that the operator learns why
+/// the request went through unlimited.
+async fn failed_open<B, E>(
+    forwarded: impl Future<Output = Result<Response<LimitedBody<B>>, E>>,
+    error: LimiterError,
+) -> Result<Response<LimitedBody<B>>, E> {
+    let mut response = forwarded.await?;
+    response.extensions_mut().insert(error);
+    Ok(response)
 }
 
 /// The slot of an admitted request given a `delay`, counted at `origin`, held from now on; or,
@@ -281,8 +297,8 @@ where
         Ok(decided) => decided,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {
-                Some(answer) => Ok(answer.map(Either::Right)),
-                None => forward(inner, head, body, None).await,
+                Ok(answer) => Ok(answer.map(Either::Right)),
+                Err(error) => failed_open(forward(inner, head, body, None), error).await,
             }
         }
     };
