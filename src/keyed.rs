@@ -335,9 +335,9 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         now: Timestamp,
         cost: u64,
     ) -> Decision {
-        // A weightless request never writes, so its update cannot have failed: the key is
-        // absent. It is told what a fresh key would be, and takes no slot (nor a refusal when
-        // there is none).
+        // A weightless request counts nothing. Here the key is absent, or its slot was just
+        // reclaimed (which only an idle key's is, whose state decides as a fresh one's): it is
+        // told what a fresh key would be, and takes no slot (nor a refusal when there is none).
         if cost == 0 {
             return self.algorithm.decide(FRESH_STATE, now, cost).decision;
         }
