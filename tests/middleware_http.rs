@@ -257,6 +257,16 @@ async fn a_request_without_a_key_gets_the_configured_behaviour() -> Result<(), E
     // An empty key is the client's fault too.
     let answer = get(&client, address, "/", &[("x-api-key", "")]).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    // So is a key sent twice: a layer in front may have checked the other one, and each made-up
+    // second value would be a fresh quota. Whichever comes first, the request is refused.
+    for keys in [
+        [("x-api-key", "real"), ("x-api-key", "made-up")],
+        [("x-api-key", "made-up"), ("x-api-key", "real")],
+    ] {
+        let answer = get(&client, address, "/", &keys).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+        assert!(answer.body.contains("sent more than once"), "{}", answer.body);
+    }
 
     // A chosen status: a 4xx body still names only what the request lacks.
     let layer = RateLimitLayer::builder(bucket()?, api_key())

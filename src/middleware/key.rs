@@ -38,7 +38,8 @@ pub enum KeyError {
     MissingPeerAddr,
     /// The header the key is read from is absent (the request's fault).
     MissingHeader(HeaderName),
-    /// The header is present but empty, or not visible ASCII (the request's fault).
+    /// The header is present but empty, not visible ASCII, or sent more than once (the
+    /// request's fault).
     InvalidHeader(HeaderName),
     /// An `X-Forwarded-For` or `Forwarded` entry in the trusted part of the chain is not an
     /// address (the request's fault: a client can garble the line its proxy appends to, with an
@@ -101,7 +102,7 @@ impl fmt::Display for KeyError {
             KeyError::InvalidHeader(name) => {
                 write!(
                     f,
-                    "the `{name}` header is empty or not visible ASCII, so it is not a key"
+                    "the `{name}` header is empty, not visible ASCII, or sent more than once, so it is not a key"
                 )
             }
             KeyError::MalformedForwarded { entry } => write!(
@@ -162,7 +163,10 @@ pub struct HeaderKey {
 }
 
 impl HeaderKey {
-    /// Keys by the (first) value of the header `name`.
+    /// Keys by the value of the header `name`. A request that sends the header more than once
+    /// has no key ([`KeyError::InvalidHeader`]): a layer in front (the one checking API keys)
+    /// may read another of the lines, and a client would otherwise be authenticated by one
+    /// value and limited under another it makes up.
     pub fn new(name: HeaderName) -> HeaderKey {
         HeaderKey { name }
     }
@@ -172,12 +176,12 @@ impl KeyExtractor for HeaderKey {
     type Key = String;
 
     fn extract(&self, request: &Parts) -> Result<String, KeyError> {
-        let value = request
-            .headers
-            .get(&self.name)
+        let mut values = request.headers.get_all(&self.name).iter();
+        let value = values
+            .next()
             .ok_or_else(|| KeyError::MissingHeader(self.name.clone()))?;
         match value.to_str() {
-            Ok(text) if !text.is_empty() => Ok(text.to_owned()),
+            Ok(text) if !text.is_empty() && values.next().is_none() => Ok(text.to_owned()),
             _ => Err(KeyError::InvalidHeader(self.name.clone())),
         }
     }
