@@ -17,6 +17,11 @@ use super::key::{KeyError, KeyExtractor};
 /// [`WhenFull`](crate::WhenFull) policy. Keyed by its /64 it is one client. A shorter prefix
 /// (a /56, a /48) puts every client of that network under one quota.
 ///
+/// Addresses that carry an IPv4 client inside an IPv6 prefix are cut too: behind a NAT64
+/// gateway (`64:ff9b::/96`) or a Teredo relay (`2001::/32`) many clients share one /64, and so
+/// one key. If your traffic comes through such translators, key those ranges by their full
+/// address with a [`KeyFn`](super::KeyFn) instead.
+///
 /// ```
 /// use tollgate::middleware::{Ipv6Prefix, PeerIp};
 ///
