@@ -230,7 +230,7 @@ impl Fields {
             Refill::Steady { interval, .. } => {
                 let back = interval.as_nanos().saturating_mul(u128::from(after_next));
                 let next = decision.reset_after().as_nanos().saturating_sub(back);
-                Some(Duration::from_nanos(u64::try_from(next).unwrap_or(u64::MAX)))
+                Some(nanos(next))
             }
             Refill::AtWindowEnd => Some(decision.reset_after()),
             Refill::Unknown => None,
