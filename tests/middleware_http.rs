@@ -5,7 +5,7 @@
 mod middleware_common;
 
 use std::future::{ready, Future};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -493,16 +493,28 @@ where
     }
 }
 
+/// A gateway of `limiter` with the `on_error` policy, behind [`LogLimiterErrors`] writing to
+/// `log`.
+async fn logged_gateway<L>(limiter: L, on_error: OnLimiterError, log: &Arc<Mutex<Vec<String>>>) -> SocketAddr
+where
+    L: RateLimiter<String> + 'static,
+{
+    let layer = RateLimitLayer::builder(limiter, api_key())
+        .on_limiter_error(on_error)
+        .build();
+    let logged = LogLimiterErrors {
+        inner: layer.layer(Hello),
+        log: Arc::clone(log),
+    };
+    serve(logged, true).await
+}
+
 #[tokio::test]
 async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<(), Error> {
     let client = http1_client();
     let key = [("x-api-key", "k")];
     let log = Arc::new(Mutex::new(Vec::new()));
-    let closed = LogLimiterErrors {
-        inner: RateLimitLayer::new(Unreachable, api_key()).layer(Hello),
-        log: Arc::clone(&log),
-    };
-    let closed = serve(closed, true).await;
+    let closed = logged_gateway(Unreachable, OnLimiterError::default(), &log).await;
     // The client is told the limiter could not decide, and nothing of why.
     let answer = get(&client, closed, "/", &key).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -533,28 +545,8 @@ async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<
     // Failing open, the request goes through unlimited, and its response still carries why, on
     // the asynchronous path (`Unreachable`) and on the fast one (`UnreachableNow`).
     let log = Arc::new(Mutex::new(Vec::new()));
-    let open = RateLimitLayer::builder(Unreachable, api_key())
-        .on_limiter_error(OnLimiterError::Admit)
-        .build();
-    let open = serve(
-        LogLimiterErrors {
-            inner: open.layer(Hello),
-            log: Arc::clone(&log),
-        },
-        true,
-    )
-    .await;
-    let open_now = RateLimitLayer::builder(UnreachableNow, api_key())
-        .on_limiter_error(OnLimiterError::Admit)
-        .build();
-    let open_now = serve(
-        LogLimiterErrors {
-            inner: open_now.layer(Hello),
-            log: Arc::clone(&log),
-        },
-        true,
-    )
-    .await;
+    let open = logged_gateway(Unreachable, OnLimiterError::Admit, &log).await;
+    let open_now = logged_gateway(UnreachableNow, OnLimiterError::Admit, &log).await;
     for gateway in [open, open_now] {
         let answer = get(&client, gateway, "/", &key).await;
         assert_eq!(answer.status, StatusCode::OK);
