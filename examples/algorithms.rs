@@ -1,4 +1,4 @@
-//! Shows each algorithm deciding the same traffic on a manual clock: a burst of 12 requests at
+//! Shows each of the five algorithms deciding the same traffic on a manual clock: a burst of 12 requests at
 //! once, then one request every 100 ms for a second, under the quota `10/s` (burst 5 for the
 //! buckets).
 //!
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tollgate::algorithm::Algorithm;
 use tollgate::{
-    Clock, Decision, DirectLimiter, FixedWindow, LeakyBucket, ManualClock, Quota, SlidingWindow, Timestamp,
-    TokenBucket,
+    Clock, Decision, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, ManualClock, Quota, SlidingLog,
+    SlidingWindow, Timestamp, TokenBucket,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,24 +21,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("quota {quota} (windows: {window_quota})");
     println!("traffic: 12 requests at t=0.5s, then one every 100 ms until t=1.5s\n");
 
-    run("token bucket (GCRA)", TokenBucket::new(quota)?);
-    run("leaky bucket (shaper)", LeakyBucket::new(quota)?);
-    run("fixed window", FixedWindow::new(window_quota)?);
-    run("sliding window counter", SlidingWindow::new(window_quota)?);
+    direct("token bucket (GCRA)", TokenBucket::new(quota)?);
+    direct("leaky bucket (shaper)", LeakyBucket::new(quota)?);
+    direct("fixed window", FixedWindow::new(window_quota)?);
+    direct("sliding window counter", SlidingWindow::new(window_quota)?);
+    let clock = start();
+    let log = LogLimiter::with_clock(SlidingLog::new(window_quota)?, clock.clone());
+    run("sliding window log (exact)", &clock, || log.check());
     Ok(())
 }
 
-fn run<A: Algorithm>(name: &str, algorithm: A) {
-    let clock = ManualClock::starting_at(Timestamp::from_nanos(500_000_000));
+/// The traffic's clock, at its first request.
+fn start() -> ManualClock {
+    ManualClock::starting_at(Timestamp::from_nanos(500_000_000))
+}
+
+/// One of the packed algorithms, in a `DirectLimiter`.
+fn direct<A: Algorithm>(name: &str, algorithm: A) {
+    let clock = start();
     let limiter = DirectLimiter::with_clock(algorithm, clock.clone());
+    run(name, &clock, || limiter.check());
+}
+
+/// The traffic through `check`, which decides at `clock`'s time.
+fn run(name: &str, clock: &ManualClock, check: impl Fn() -> Decision) {
     println!("== {name}");
     let mut admitted = 0;
     for _ in 0..12 {
-        admitted += report(&clock, limiter.check());
+        admitted += report(clock, check());
     }
     for _ in 0..10 {
         clock.advance(Duration::from_millis(100));
-        admitted += report(&clock, limiter.check());
+        admitted += report(clock, check());
     }
     println!("   admitted {admitted} of 22\n");
 }

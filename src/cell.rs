@@ -1,4 +1,6 @@
-//! The one compare-and-swap loop every limiter runs its algorithm in.
+//! The compare-and-swap loop a [`DirectLimiter`](crate::DirectLimiter) runs its algorithm in. The
+//! keyed table runs the same loop on its 128-bit slots (`Shard::update`, which also checks that the
+//! slot still holds the key); the sliding log takes a lock instead.
 //!
 //! # Orderings
 //! The state word is the only data a decision reads or writes: nothing else is published
