@@ -254,6 +254,143 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
     }
 }
 
+/// A log key (limit 300) whose list holds entries no script writes (out of range, not whole
+/// microseconds) is corrupt, as a packed log with such times is: not read as a time (`1e300`,
+/// `inf` and `-5` were read, and `%d` of them gave the key a negative TTL, so it vanished).
+#[tokio::test(flavor = "current_thread")]
+async fn a_list_log_with_entries_out_of_range_is_corrupt() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let log = SlidingLog::new(Quota::new(300, Duration::from_secs(60)).unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), log, FailurePolicy::FailOpen)
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    for (n, text) in ["1e300", "9007199254740993", "-5", "1.5", "inf"]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("bad{n}");
+        let key = limiter.redis_key(&name);
+        let _: () = raw.rpush(&key, text).await.unwrap();
+        assert_eq!(
+            limiter.check(&name).await,
+            Err(RedisCheckError::CorruptState { key: key.clone() }),
+            "{text}"
+        );
+        let kept: bool = raw.exists(&key).await.unwrap();
+        assert!(kept, "{text}: a refused key is left as it was");
+    }
+}
+
+/// A log reads the same client's key in its other encoding (a quota that crossed 256): a
+/// foreign value there is an error that names that key, not the log's own, which does not
+/// exist yet.
+#[tokio::test(flavor = "current_thread")]
+async fn an_error_about_the_other_encodings_key_names_that_key() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    for limit in [5, 300] {
+        let log = SlidingLog::new(Quota::new(limit, Duration::from_secs(60)).unwrap()).unwrap();
+        let limiter = RedisLimiter::builder(server.url(), log, FailurePolicy::FailOpen)
+            .deadline(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap();
+        let (hash_name, corrupt_name) = (format!("other-hash-{limit}"), format!("other-corrupt-{limit}"));
+        let own = limiter.redis_key(&hash_name);
+        let other = match limit <= PACKED_LOG_LIMIT {
+            true => own.replace(":log2", ":log"),
+            false => own.replace(":log", ":log2"),
+        };
+        assert_ne!(own, other);
+        let _: () = raw.hset(&other, "f", "1").await.unwrap();
+        assert_eq!(
+            limiter.check(&hash_name).await,
+            Err(RedisCheckError::WrongType { key: other.clone() }),
+            "limit {limit}"
+        );
+        // The other encoding's key holds a state that is not one (a list of text for the packed
+        // log, a string of text for the list log): corrupt, and it is the one named.
+        let corrupt_own = limiter.redis_key(&corrupt_name);
+        let corrupt_other = match limit <= PACKED_LOG_LIMIT {
+            true => {
+                let key = corrupt_own.replace(":log2", ":log");
+                let _: () = raw.rpush(&key, "not a time").await.unwrap();
+                key
+            }
+            false => {
+                let key = corrupt_own.replace(":log", ":log2");
+                let _: () = raw.set(&key, "abcdefghijklmnopqrstuvwxyz12").await.unwrap();
+                key
+            }
+        };
+        assert_eq!(
+            limiter.check(&corrupt_name).await,
+            Err(RedisCheckError::CorruptState { key: corrupt_other }),
+            "limit {limit}"
+        );
+        let own_exists: bool = raw.exists(&own).await.unwrap();
+        assert!(!own_exists, "limit {limit}: nothing was written");
+    }
+}
+
+/// A server that is up but stalled (`DEBUG SLEEP 1`): every decision is answered by the policy
+/// within about the deadline, as a timeout (the connection did not fail: it was slow), and
+/// Redis decides again by itself once the stall ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_is_a_timeout_answered_within_the_deadline() {
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let bucket = TokenBucket::new("1000/s burst 1000".parse().unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), bucket, FailurePolicy::FailOpen)
+        .deadline(Duration::from_millis(50))
+        .probe_interval(Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(limiter.check("k").await.unwrap().decided_by, DecidedBy::Redis);
+    let url = server.url();
+    let stall = tokio::spawn(async move {
+        let mut connection = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        // The reply may come after this connection's own response timeout: the server sleeps
+        // all the same, and the assertions below see whether it did.
+        let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1")
+            .query_async(&mut connection)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut failures = Vec::new();
+    let mut last = None;
+    while started.elapsed() < Duration::from_millis(2500) {
+        let asked = std::time::Instant::now();
+        let answer = limiter.check("k").await.unwrap();
+        slowest = slowest.max(asked.elapsed());
+        failures.extend(answer.failure);
+        last = Some(answer);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stall.await.unwrap();
+    assert!(
+        slowest < Duration::from_millis(150),
+        "slowest decision {slowest:?}"
+    );
+    assert!(failures.contains(&Failure::Timeout), "{failures:?}");
+    assert!(
+        !failures.contains(&Failure::Connection),
+        "a slow server was reported as a failed connection: {failures:?}"
+    );
+    assert_eq!(last.map(|answer| answer.decided_by), Some(DecidedBy::Redis));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     let server = RedisServer::start();
@@ -446,6 +583,41 @@ async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
 /// A quota whose window shrinks (10/d to 10/h): the day's units may all have been admitted this
 /// hour, so they count in it (refused, retry-after within the hour or two), and no longer once
 /// the hour (for the sliding window, the next one too) has passed.
+/// A known limit (`docs/distributed.md`, "A changed window"): a log's key expires when its
+/// newest unit leaves the window it was admitted under, and a refusal does not move that, so
+/// after the window is lengthened a client refused until then loses its units when the old key
+/// expires. Pinned so that a change to it is seen: a full log of 5 per 200 ms, read under 5 per
+/// 10 s, refuses at 100 ms, then admits again at 500 ms, where a local log still refuses.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lengthened_log_window_loses_its_units_when_the_old_key_expires() {
+    let server = RedisServer::start();
+    for limit in [5, 300] {
+        let clock = ManualClock::new();
+        let base = 1_700_000_000_000_000u64; // µs
+        let at = |us: u64| Timestamp::from_nanos((base + us) * 1_000);
+        clock.set(at(0));
+        let short = SlidingLog::new(Quota::new(limit, Duration::from_millis(200)).unwrap()).unwrap();
+        let long = SlidingLog::new(Quota::new(limit, Duration::from_secs(10)).unwrap()).unwrap();
+        let before = client_time_limiter(&server, short, &clock, "lengthened:").await;
+        let after = client_time_limiter(&server, long, &clock, "lengthened:").await;
+        let name = format!("client-{limit}");
+        assert!(before.check_n(&name, limit).await.unwrap().is_allowed());
+        // The key's TTL (200 ms) runs on the server's clock: both clocks move on together.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        clock.set(at(100_000));
+        assert!(!after.check(&name).await.unwrap().is_allowed(), "limit {limit}");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        clock.set(at(500_000));
+        let local = tollgate::LogLimiter::with_clock(long, ManualClock::new());
+        assert!(local.check_n_at(limit, at(0)).unwrap().is_allowed());
+        assert!(!local.check_at(at(500_000)).is_allowed());
+        assert!(
+            after.check(&name).await.unwrap().is_allowed(),
+            "limit {limit}: the old key was expected to have expired with its units"
+        );
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
     let server = RedisServer::start();

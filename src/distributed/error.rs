@@ -130,13 +130,16 @@ pub enum RedisCheckError {
     /// The key holds a value of another Redis type (a list where a string was expected, ...):
     /// something else writes under this key prefix.
     WrongType {
-        /// The key in Redis.
+        /// The key in Redis that holds it: the limiter's own key, or, for a sliding log, the same
+        /// client's key in the log's other encoding, which its script also reads (see
+        /// `docs/distributed.md`, "Sliding log").
         key: String,
     },
     /// The key holds a string that is not this algorithm's state (another algorithm, or another
-    /// program, writes under this key prefix).
+    /// program, writes under this key prefix), or, for a sliding log kept as a list, entries
+    /// that are not whole microseconds in the scripts' range.
     CorruptState {
-        /// The key in Redis.
+        /// The key in Redis that holds it (as for [`WrongType`](Self::WrongType)).
         key: String,
     },
     /// The key lives on another node of a Redis Cluster (a `MOVED` or `ASK` reply): this client

@@ -224,11 +224,15 @@ impl RedisLimiter {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
+        let other_key = self
+            .program
+            .other_suffix
+            .map(|other| self.key_with_suffix(key, other));
         let (arguments, length) = packed_arguments(cost, self.program.params, now);
         let mut call = self.program.script.prepare_invoke();
         call.key(&redis_key);
-        if let Some(other) = self.program.other_suffix {
-            call.key(self.key_with_suffix(key, other));
+        if let Some(other_key) = &other_key {
+            call.key(other_key);
         }
         call.arg(&arguments[..length]);
         if peek {
@@ -246,7 +250,7 @@ impl RedisLimiter {
                     }
                     None => Failure::Reply,
                 },
-                Ok(Err(error)) => classify(&error, redis_key).inspect_err(|_| {
+                Ok(Err(error)) => classify(&error, redis_key, other_key).inspect_err(|_| {
                     // Redis answered (about the key's content): it is up.
                     self.breaker.succeeded();
                 })?,
@@ -290,11 +294,33 @@ pub(super) fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) ->
 
 /// Splits Redis errors into the typed errors about the key's content or the deployment, which
 /// no policy fixes, and the failures the policy answers.
-pub(super) fn classify(error: &RedisError, key: String) -> Result<Failure, RedisCheckError> {
+///
+/// `key` is the key the script decides on; `other`, the same client's key in the log's other
+/// encoding, which the log scripts also read (an error about it names it: `TOLLGATE_OTHER_*`).
+pub(super) fn classify(
+    error: &RedisError,
+    key: String,
+    other: Option<String>,
+) -> Result<Failure, RedisCheckError> {
     match error.code() {
         Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
         Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
+        Some("TOLLGATE_OTHER_WRONGTYPE") => {
+            return Err(RedisCheckError::WrongType {
+                key: other.unwrap_or(key),
+            })
+        }
+        Some("TOLLGATE_OTHER_STATE") => {
+            return Err(RedisCheckError::CorruptState {
+                key: other.unwrap_or(key),
+            })
+        }
         _ => {}
+    }
+    // No reply within the connection's response timeout (set to the deadline): the server is
+    // slow, not unreachable.
+    if error.is_timeout() {
+        return Ok(Failure::Timeout);
     }
     if let ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) = error.kind() {
         // The same key is redirected on every call: a cluster behind a one-node client.
@@ -440,7 +466,7 @@ mod tests {
         for kind in [ServerErrorKind::Moved, ServerErrorKind::Ask] {
             let error = server_error(kind, "key moved", "3999 127.0.0.1:17002");
             assert_eq!(
-                classify(&error, "tollgate:{k}:tb2".to_owned()),
+                classify(&error, "tollgate:{k}:tb2".to_owned(), None),
                 Err(RedisCheckError::ClusterRedirect {
                     key: "tollgate:{k}:tb2".to_owned(),
                     node: "127.0.0.1:17002".to_owned(),
@@ -457,7 +483,7 @@ mod tests {
             ServerErrorKind::ClusterDown,
         ] {
             let error = server_error(kind, "server error", "detail");
-            assert_eq!(classify(&error, "k".to_owned()), Ok(Failure::Server));
+            assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
         }
     }
 }

@@ -46,7 +46,7 @@ impl Refund {
                 self.breaker.succeeded();
                 Ok(matches!(reply, Value::Int(1)))
             }
-            Ok(Err(error)) => match classify(&error, self.key) {
+            Ok(Err(error)) => match classify(&error, self.key, None) {
                 Err(about_the_key) => {
                     // Redis answered (about the key's content): it is up.
                     self.breaker.succeeded();

@@ -40,14 +40,18 @@ local wrap = 4294967296
 local log = redis.call('GET', key)
 if not log and KEYS[2] then
   local other = KEYS[2]
-  local length = redis.call('LLEN', other)
+  -- An error about this key names it (TOLLGATE_OTHER_*), not KEYS[1], which does not exist.
+  local length = redis.pcall('LLEN', other)
+  if type(length) == 'table' then
+    return redis.error_reply('TOLLGATE_OTHER_WRONGTYPE the other encoding\'s key does not hold a list')
+  end
   if length > 0 then
     -- The list's rule (sliding_log_list.lua), on its entries: decided at the newest entry if
     -- the clock is behind it; entries at or before `at - w` have left the window.
     local function entry(at)
       local t = tonumber(redis.call('LINDEX', other, string.format('%d', at)))
-      if not t or t < 0 or t >= 9007199254740992 then
-        return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
+      if not t or t < 0 or t >= 9007199254740992 or t % 1 ~= 0 then
+        return error({err = 'TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log'})
       end
       return t
     end
@@ -84,8 +88,8 @@ if not log and KEYS[2] then
         local records, count, time = {}, 0, nil
         for _, text in ipairs(redis.call('LRANGE', other, string.format('%d', expired), '-1')) do
           local t = tonumber(text)
-          if not t or t < 0 or t >= 9007199254740992 then
-            return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+          if not t or t < 0 or t >= 9007199254740992 or t % 1 ~= 0 then
+            return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
           end
           if t ~= time then
             if time then

@@ -48,14 +48,20 @@ local function entry(at)
     return moved[low][1]
   end
   local t = tonumber(redis.call('LINDEX', key, format('%d', at)))
-  if not t then
+  -- Whole microseconds below 2^53, as the scripts write them (`inf`, `1e300`, `-5`, `1.5` are
+  -- no state of ours).
+  if not t or t < 0 or t >= 9007199254740992 or t % 1 ~= 0 then
     return error({err = 'TOLLGATE_STATE the key does not hold a sliding log'})
   end
   return t
 end
 length = redis.call('LLEN', key)
 if length == 0 and KEYS[2] then
-  local log = redis.call('GET', KEYS[2])
+  -- An error about this key names it (TOLLGATE_OTHER_*), not KEYS[1], which holds nothing.
+  local log = redis.pcall('GET', KEYS[2])
+  if type(log) == 'table' and log.err then
+    return redis.error_reply('TOLLGATE_OTHER_WRONGTYPE the other encoding\'s key does not hold a string')
+  end
   if log then
     local read, wrap = struct.unpack, 4294967296
     local records = (#log - 16) / 12
@@ -63,12 +69,12 @@ if length == 0 and KEYS[2] then
     -- past 2^20, no state of ours, and every sum of units below (each under 2^32) stays below
     -- 2^53.
     if records < 1 or records % 1 ~= 0 or records > 1048576 then
-      return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+      return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
     end
     local oldest = read('<i8', log)
     local before, _, newest = read('<I4I4i8', log, #log - 15)
     if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
-      return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+      return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
     end
     -- Only the units still in the window matter (the packed log's own window may have been
     -- shorter: then more than 256 of them).
