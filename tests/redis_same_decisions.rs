@@ -12,6 +12,7 @@ mod redis_common;
 
 use std::time::Duration;
 
+use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, RedisAlgorithm};
@@ -385,6 +386,118 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
             "{kind:?} {number}: {admitted} admitted, {refused} refused"
         );
     }
+}
+
+/// The scripts' limits, against the local limiters: random arrivals in microsecond steps around
+/// window edges (some stepping back), weights up to the capacity, and peeks, from time 0, from
+/// just below the end of the scripts' time (2^52 µs, `docs/distributed.md`, "Time") and from
+/// today, for each algorithm at ordinary settings, at the documented maxima (a one-day sliding
+/// window of 26,062 and a token bucket of that burst; windows of 2^51 µs) and at windows and
+/// intervals of odd microseconds: every decision is the local one, field for field.
+///
+/// The walk lingers microseconds before a window's end while real time runs on, and a key's TTL
+/// is client time counted on the server's clock (a key written 1 µs before its window ends
+/// lives 1 ms): so that no key expires while the test's frozen clock still needs its state, each
+/// key is made persistent after every call. Expiry has its own tests (`redis_faults.rs`).
+#[tokio::test(flavor = "current_thread")]
+async fn redis_decides_as_the_local_limiters_at_extreme_times() {
+    const END: u64 = 1 << 52;
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let per = |limit: u64, window: Duration| Quota::new(limit, window).unwrap();
+    let (hour, day) = (Duration::from_secs(3_600), Duration::from_secs(86_400));
+    let micros = Duration::from_micros;
+    // The algorithm, its quota, and its window (or refill of the whole burst) in µs.
+    let cases = [
+        (
+            Kind::Token,
+            per(1, Duration::from_secs(4)).with_burst(5).unwrap(),
+            20_000_000,
+        ),
+        (
+            Kind::Leaky,
+            per(1, Duration::from_secs(4)).with_burst(4).unwrap(),
+            16_000_000,
+        ),
+        (Kind::Fixed, per(7, hour), 3_600_000_000),
+        (Kind::Sliding, per(7, hour), 3_600_000_000),
+        (Kind::Log, per(7, hour), 3_600_000_000),
+        (Kind::Log, per(256, hour), 3_600_000_000),
+        (Kind::Log, per(300, hour), 3_600_000_000),
+        (Kind::Sliding, per(26_062, day), 86_400_000_000),
+        (
+            Kind::Token,
+            per(1, day).with_burst(26_062).unwrap(),
+            86_400_000_000 * 26_062,
+        ),
+        (Kind::Fixed, per(5, micros(1 << 51)), 1 << 51),
+        (Kind::Sliding, per(1, micros(1 << 51)), 1 << 51),
+        (Kind::Log, per(5, micros(1 << 51)), 1 << 51),
+        (Kind::Fixed, per(3, micros(1_000_003)), 1_000_003),
+        (Kind::Sliding, per(9, micros(7_000_001)), 7_000_001),
+        (Kind::Log, per(9, micros(7_000_001)), 7_000_001),
+        (
+            Kind::Token,
+            per(7, micros(7_000_007)).with_burst(3).unwrap(),
+            3_000_003,
+        ),
+        (
+            Kind::Leaky,
+            per(7, micros(7_000_007)).with_burst(3).unwrap(),
+            3_000_003,
+        ),
+    ];
+    let mut compared = 0;
+    for (number, (kind, quota, window)) in cases.into_iter().enumerate() {
+        let starts = [0, END - 1 - 3 * window.min(END / 4), BASE_MICROS as u64];
+        for (origin, start) in starts.into_iter().enumerate() {
+            let clock = ManualClock::new();
+            let (local, algorithm) = build(kind, quota);
+            let capacity = algorithm.capacity();
+            let prefix = format!("extreme{number}-{origin}:");
+            let remote = client_time_limiter(&server, algorithm, &clock, &prefix).await;
+            let mut random = Random((0x1234_5678 ^ start ^ window) | 1);
+            let mut at = start;
+            for step in 0..300 {
+                let next = match random.below(100) {
+                    0..40 => at + random.below(3),
+                    40..60 => at + random.below(window / 4 + 1),
+                    // Just before, at and after the end of the window that holds `at`.
+                    60..70 => (at / window + 1) * window - 1 + random.below(3),
+                    70..80 => at + window - 1 + random.below(3),
+                    80..90 => at,
+                    _ => at.saturating_sub(random.below(window / 2 + 1)),
+                };
+                at = next.min(END - 1);
+                let weight = match random.below(10) {
+                    0..5 => 1,
+                    5 => 0,
+                    _ => random.below(capacity + 1),
+                };
+                let peek = random.below(10) == 0;
+                let now = Timestamp::from_nanos(at * 1_000);
+                clock.set(now);
+                let expected = local(weight, now, peek);
+                let answer = match peek {
+                    true => remote.peek_n("k", weight).await,
+                    false => remote.check_n("k", weight).await,
+                }
+                .unwrap();
+                let _: bool = raw.persist(remote.redis_key("k")).await.unwrap();
+                assert_eq!(
+                    answer.decided_by,
+                    DecidedBy::Redis,
+                    "{kind:?} {number}/{origin}: step {step}"
+                );
+                assert_eq!(
+                    answer.decision, expected,
+                    "{kind:?} {number}/{origin}: step {step} at {at} µs, weight {weight}, peek {peek}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 17 * 3 * 300);
 }
 
 /// A packed log appends each admission in place and keeps records that left the window until
