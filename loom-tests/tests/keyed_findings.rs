@@ -1,6 +1,6 @@
 //! loom models of two problems loom found in an earlier version of the keyed table, kept as
 //! regression models: they failed then and pass now. Each states the property it checks and
-//! what the earlier table did.
+//! what the earlier table did (described below in the past tense).
 //!
 //! Both came from what a new key's scan (`Shard::find_or_insert`) made of slots another key was
 //! inserting into. The fixes: a scan that finds no room while another key's claim is in flight
@@ -21,9 +21,9 @@
 //!   time, so another key's inserter may reclaim it in between; the first inserter's decision
 //!   then fails (`Moved`), and it reclaims the other's fresh member in turn. Each round needs
 //!   each thread preempted between its promotion and its decision, so it is vanishingly rare on
-//!   hardware, but it is an infinite execution in which no request completes: insertion is
-//!   obstruction-free, not lock-free as `src/keyed/shard.rs` and `docs/design.md` say. loom,
-//!   unbounded, runs into it ("Model exceeded maximum number of branches"); that is why the keyed
+//!   hardware, but it is an infinite execution in which no request completes: insertion was
+//!   obstruction-free, not lock-free as `src/keyed/shard.rs` and `docs/design.md` said. loom,
+//!   unbounded, ran into it ("Model exceeded maximum number of branches"); that is why the keyed
 //!   models run with a preemption bound even when `LOOM_MAX_PREEMPTIONS` is unset.
 //!
 //! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
@@ -31,7 +31,7 @@
 #![cfg(tollgate_loom)]
 
 use loom_tests::{ms, KeyedModel, KeyedRequest, Placement};
-use tollgate::{Outcome, Quota, TokenBucket, WhenFull};
+use tollgate::{Faults, Outcome, Quota, TokenBucket, WhenFull};
 
 /// One key per table: 2 slots.
 const CAPACITY: usize = 1;
@@ -76,7 +76,7 @@ fn refused_beside_an_idle_claim(
 }
 
 /// Property (refusing when full): a new key is refused only when no slot it could use is free
-/// or idle. Fails today: loom finds `c` refused with `TableFull` (see
+/// or idle. Failed on the earlier table: loom found `c` refused with `TableFull` (see
 /// `refused_beside_an_idle_claim`).
 #[test]
 fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
@@ -85,7 +85,8 @@ fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std
 }
 
 /// Property (admitting when full): a new key is admitted untracked only when no slot it could
-/// use is free or idle. Fails today: loom finds `c` admitted untracked, so uncounted.
+/// use is free or idle. Failed on the earlier table: loom found `c` admitted untracked, so
+/// uncounted.
 #[test]
 fn a_new_key_is_untracked_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
     refused_beside_an_idle_claim(WhenFull::Admit)?.check();
@@ -124,7 +125,7 @@ fn refused_beside_a_losing_claim() -> Result<KeyedModel<TokenBucket>, Box<dyn st
 }
 
 /// Property: a losing claim, which is about to die, does not make a new key's request find the
-/// table full. Fails today: loom finds `B` refused with `TableFull` (see
+/// table full. Failed on the earlier table: loom found `B` refused with `TableFull` (see
 /// `refused_beside_a_losing_claim`), in about 10 s.
 #[test]
 fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Error>> {
@@ -133,9 +134,9 @@ fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Er
 }
 
 /// Property: every execution ends (insertion is lock-free), checked by exploring the
-/// update-versus-reclaim model of `tests/keyed_update.rs` without a preemption bound. Fails
-/// today: loom stops with "Model exceeded maximum number of branches" on an execution where
-/// `A` and `B` take slot 0 from each other's fresh member over and over.
+/// update-versus-reclaim model of `tests/keyed_update.rs` without a preemption bound. Failed on
+/// the earlier table: loom stopped with "Model exceeded maximum number of branches" on an
+/// execution where `A` and `B` took slot 0 from each other's fresh member over and over.
 #[test]
 fn every_execution_of_an_insert_racing_a_reclaim_ends() -> Result<(), Box<dyn std::error::Error>> {
     let placement = Placement::for_capacity(CAPACITY);
@@ -147,5 +148,58 @@ fn every_execution_of_an_insert_racing_a_reclaim_ends() -> Result<(), Box<dyn st
         .thread(&[KeyedRequest::at(b, ms(1000))])
         .fixed_preemption_bound(None)
         .check();
+    Ok(())
+}
+
+/// Quota 1 per second, burst 1. Keys `F`, `K` and `B` homed at slot 0. Setup: `F` at 0 (slot 0,
+/// debt to 1 s). Threads ask for `K` at 0.5 s, `K` at 1 s and `B` at 1 s. Then `K` and `B` are
+/// asked at 1 s. Explored with 3 preemptions, whatever `LOOM_MAX_PREEMPTIONS` says: loom lets
+/// a new key wait for claims twice (`MAX_WAITS_FOR_CLAIMS`), and with 4 preemptions the claims
+/// can stay in flight longer than that (the documented limit: an inserter descheduled for
+/// longer than the waits is told the table is full).
+///
+/// By hand: `K` ends with one entry, so one of the two slots is always free or idle at 1 s for
+/// `B` (`F` is idle at 1 s): `B` is admitted in every allowed outcome, `K` exactly once. The
+/// table without the wait refuses it: `K`'s two claims (one reclaiming `F`'s slot, one in the
+/// empty slot) hold both slots while `B` scans, and `B` is told `TableFull` though one of them
+/// is about to die. Independent of the promotion fix (the two models above need that one too);
+/// this one fails on the wait alone.
+fn new_key_beside_two_claims_of_one_key() -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {
+    let placement = Placement::for_capacity(CAPACITY);
+    let f = placement.key_at(0, &[]);
+    let k = placement.key_at(0, &[f]);
+    let b = placement.key_at(0, &[f, k]);
+    let model = KeyedModel::new(TokenBucket::new(Quota::per_second(1)?)?, CAPACITY)
+        .setup(&[KeyedRequest::at(f, ms(0))])
+        .thread(&[KeyedRequest::at(k, ms(500))])
+        .thread(&[KeyedRequest::at(k, ms(1000))])
+        .thread(&[KeyedRequest::at(b, ms(1000))])
+        .after(&[KeyedRequest::at(k, ms(1000)), KeyedRequest::at(b, ms(1000))])
+        .fixed_preemption_bound(Some(3));
+    let allowed = model.allowed_outcomes();
+    assert!(!allowed.is_empty());
+    for outcome in &allowed {
+        assert_eq!(outcome.outcomes(b), [Outcome::Allowed], "{outcome:#?}");
+        assert_eq!(outcome.admitted(k), 1, "{outcome:#?}");
+    }
+    Ok(model)
+}
+
+/// Property: a new key is not refused room while the only claims in its way are two claims of
+/// one other key, one of which must die (the wait for claims in flight, on its own).
+#[test]
+fn a_new_key_waits_for_another_keys_racing_claims() -> Result<(), Box<dyn std::error::Error>> {
+    new_key_beside_two_claims_of_one_key()?.check();
+    Ok(())
+}
+
+/// Its broken twin calls the table full at once instead of waiting for the claims: loom finds
+/// `B` refused with `TableFull` while one of `K`'s claims is about to die.
+#[test]
+fn a_new_key_waits_no_wait_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    new_key_beside_two_claims_of_one_key()?.assert_rejected(Faults {
+        no_wait_for_claims: true,
+        ..Faults::NONE
+    });
     Ok(())
 }

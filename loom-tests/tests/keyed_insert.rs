@@ -123,3 +123,63 @@ fn three_inserts_promote_unsettled_twin_is_rejected() -> Result<(), Box<dyn std:
     model(&[500, 1000, 1000])?.assert_rejected(PROMOTE_UNSETTLED);
     Ok(())
 }
+
+/// The broken twin of the three-slot model: a kill that fails because its claim was promoted
+/// first counts as done.
+const KILL_IGNORES_FAILURE: Faults = Faults {
+    kill_ignores_failure: true,
+    ..Faults::NONE
+};
+
+/// Three slots: fillers `F1` (slot 0, debt to 1.5 s) and `F2` (slot 1, debt to 1 s), and `K`,
+/// all homed at slot 0; slot 2 empty. Then each thread asks for `K` (at 0.5 s, at 1 s, and for
+/// three threads at 1 s again), and `K` is asked again at 1 s.
+///
+/// Unlike the two-slot model above, the claim in `F2`'s slot (idle at 1 s) is not at `K`'s home,
+/// so the other claim's raise of the home's reach does not touch it: the settle can meet the
+/// race the two-slot model never reaches, a kill that fails because the claim it targets was
+/// just promoted by the other thread (`Shard::kill`, then a rescan). Invariant: `K` is admitted
+/// exactly once and ends with one entry (asked again at 1 s, denied).
+fn three_slot_model(threads: &[u64]) -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {
+    let placement = Placement::for_capacity(2);
+    assert_eq!(placement.slots(), 3);
+    let f1 = placement.key_at(0, &[]);
+    let f2 = placement.key_at(0, &[f1]);
+    let k = placement.key_at(0, &[f1, f2]);
+    let mut model = KeyedModel::new(TokenBucket::new(Quota::per_second(1)?)?, 2)
+        .setup(&[KeyedRequest::at(f1, ms(500)), KeyedRequest::at(f2, ms(0))])
+        .after(&[KeyedRequest::at(k, ms(1000))]);
+    for &millis in threads {
+        model = model.thread(&[KeyedRequest::at(k, ms(millis))]);
+    }
+    let allowed = model.allowed_outcomes();
+    assert!(!allowed.is_empty());
+    for outcome in &allowed {
+        assert_eq!(outcome.admitted(k), 1, "{outcome:#?}");
+        assert_eq!(outcome.after_outcomes(), [Outcome::Denied], "{outcome:#?}");
+    }
+    Ok(model)
+}
+
+/// Two threads insert `K` along a three-slot chain: one entry, one admission.
+#[test]
+fn two_inserts_along_three_slots_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    three_slot_model(&[500, 1000])?.check();
+    Ok(())
+}
+
+/// Its broken twin takes a failed kill for a done one: loom finds the execution where both
+/// claims become members, `K` admitted twice and held in two slots.
+#[test]
+fn two_inserts_along_three_slots_kill_ignores_failure_twin_is_rejected(
+) -> Result<(), Box<dyn std::error::Error>> {
+    three_slot_model(&[500, 1000])?.assert_rejected(KILL_IGNORES_FAILURE);
+    Ok(())
+}
+
+/// Three threads insert `K` along the three-slot chain (at 0.5 s, 1 s, 1 s).
+#[test]
+fn three_inserts_along_three_slots_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    three_slot_model(&[500, 1000, 1000])?.check();
+    Ok(())
+}

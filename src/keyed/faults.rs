@@ -19,6 +19,12 @@ pub struct Faults {
     /// A slot further from the key's home than the home's reach is claimed without raising
     /// the reach first.
     pub claim_out_of_reach: bool,
+    /// A kill that fails because its claim changed first (promoted by another thread) counts as
+    /// done, so the settle goes on as if the claim were dead.
+    pub kill_ignores_failure: bool,
+    /// A new key that finds every usable slot claimed for other keys is told the table is full
+    /// at once, without waiting for those claims to settle.
+    pub no_wait_for_claims: bool,
 }
 
 #[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
@@ -30,5 +36,7 @@ impl Faults {
         update_ignores_key: false,
         claim_by_store: false,
         claim_out_of_reach: false,
+        kill_ignores_failure: false,
+        no_wait_for_claims: false,
     };
 }

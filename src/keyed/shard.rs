@@ -310,7 +310,7 @@ impl Shard {
                 // Another key's claim may be about to die (and free its slot) or to become a
                 // member that is idle at this request's time: wait for it, a bounded number of
                 // times, before calling the table full.
-                if others_claiming && waited < MAX_WAITS_FOR_CLAIMS {
+                if others_claiming && waited < MAX_WAITS_FOR_CLAIMS && !self.faults().no_wait_for_claims {
                     waited += 1;
                     yield_to_others();
                     continue;
@@ -448,7 +448,7 @@ impl Shard {
         // SeqCst: see `find_or_insert`.
         match self.cas(index, claim, dead) {
             Ok(()) => true,
-            Err(now) => now.status() == Status::Dead,
+            Err(now) => self.faults().kill_ignores_failure || now.status() == Status::Dead,
         }
     }
 
