@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::algorithm::Algorithm;
-use tollgate::distributed::{DecidedBy, RedisAlgorithm};
+use tollgate::distributed::{DecidedBy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
     Decision, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, ManualClock, Quota, SlidingLog,
     SlidingWindow, Timestamp, TokenBucket,
@@ -254,6 +254,27 @@ fn build(kind: Kind, quota: Quota) -> (Local, RedisAlgorithm) {
     }
 }
 
+/// One request of `weight` for `key` at `now` (the caller has set the limiters' clock to it),
+/// a peek if `peek`, through the local limiter and through Redis: Redis must decide it, and
+/// decide it as the local limiter does (`context` says which step failed). Returns the decision.
+async fn same_decision(
+    local: &Local,
+    remote: &RedisLimiter,
+    key: &str,
+    (weight, now, peek): (u64, Timestamp, bool),
+    context: impl Fn() -> String,
+) -> Decision {
+    let expected = local(weight, now, peek);
+    let answer = match peek {
+        true => remote.peek_n(key, weight).await,
+        false => remote.check_n(key, weight).await,
+    }
+    .unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::Redis, "{}", context());
+    assert_eq!(answer.decision, expected, "{}", context());
+    expected
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters() {
     let server = RedisServer::start();
@@ -269,23 +290,10 @@ async fn redis_decides_as_the_local_limiters() {
             clock.set(now);
             let mut admitted = 0;
             for attempt in 0..step.times {
-                let expected = local(step.weight, now, step.peek);
-                let answer = match step.peek {
-                    true => remote.peek_n(&key, step.weight).await,
-                    false => remote.check_n(&key, step.weight).await,
-                }
-                .unwrap();
-                assert_eq!(
-                    answer.decided_by,
-                    DecidedBy::Redis,
-                    "{}: step {index}",
-                    scenario.name
-                );
-                assert_eq!(
-                    answer.decision, expected,
-                    "{}: step {index} ({step:?}), attempt {attempt}",
-                    scenario.name
-                );
+                let expected = same_decision(&local, &remote, &key, (step.weight, now, step.peek), || {
+                    format!("{}: step {index} ({step:?}), attempt {attempt}", scenario.name)
+                })
+                .await;
                 admitted += u32::from(expected.is_allowed());
                 compared += 1;
             }
@@ -360,21 +368,10 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
             let peek = random.below(10) == 0;
             let now = Timestamp::from_nanos((BASE_MICROS as u64 + at * 1_000_000) * 1_000);
             clock.set(now);
-            let expected = local(weight, now, peek);
-            let answer = match peek {
-                true => remote.peek_n(&key, weight).await,
-                false => remote.check_n(&key, weight).await,
-            }
-            .unwrap();
-            assert_eq!(
-                answer.decided_by,
-                DecidedBy::Redis,
-                "{kind:?} {number}: step {step}"
-            );
-            assert_eq!(
-                answer.decision, expected,
-                "{kind:?} {number}: step {step}, weight {weight}, peek {peek}, at {at}"
-            );
+            let expected = same_decision(&local, &remote, &key, (weight, now, peek), || {
+                format!("{kind:?} {number}: step {step}, weight {weight}, peek {peek}, at {at}")
+            })
+            .await;
             if weight > 0 && !peek {
                 admitted += u32::from(expected.is_allowed());
                 refused += u32::from(!expected.is_allowed());
@@ -477,22 +474,13 @@ async fn redis_decides_as_the_local_limiters_at_extreme_times() {
                 let peek = random.below(10) == 0;
                 let now = Timestamp::from_nanos(at * 1_000);
                 clock.set(now);
-                let expected = local(weight, now, peek);
-                let answer = match peek {
-                    true => remote.peek_n("k", weight).await,
-                    false => remote.check_n("k", weight).await,
-                }
-                .unwrap();
+                let _ = same_decision(&local, &remote, "k", (weight, now, peek), || {
+                    format!(
+                        "{kind:?} {number}/{origin}: step {step} at {at} µs, weight {weight}, peek {peek}"
+                    )
+                })
+                .await;
                 let _: bool = raw.persist(remote.redis_key("k")).await.unwrap();
-                assert_eq!(
-                    answer.decided_by,
-                    DecidedBy::Redis,
-                    "{kind:?} {number}/{origin}: step {step}"
-                );
-                assert_eq!(
-                    answer.decision, expected,
-                    "{kind:?} {number}/{origin}: step {step} at {at} µs, weight {weight}, peek {peek}"
-                );
                 compared += 1;
             }
         }
@@ -529,10 +517,10 @@ async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() 
         let weight = if random.below(5) == 0 { 2 } else { 1 };
         let now = Timestamp::from_nanos((BASE_MICROS as u64 + at * 1_000_000) * 1_000);
         clock.set(now);
-        let expected = local(weight, now, false);
-        let answer = remote.check_n("bounded", weight).await.unwrap();
-        assert_eq!(answer.decided_by, DecidedBy::Redis, "step {step}");
-        assert_eq!(answer.decision, expected, "step {step}, weight {weight}, at {at}");
+        let expected = same_decision(&local, &remote, "bounded", (weight, now, false), || {
+            format!("step {step}, weight {weight}, at {at}")
+        })
+        .await;
         let stored: usize = redis::cmd("STRLEN")
             .arg(&key)
             .query_async(&mut raw)
@@ -546,7 +534,7 @@ async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() 
             // More records than the limit: some that left the window are still stored.
             kept_old += u32::from(stored > 16 + 12 * 4);
             let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut raw).await.unwrap();
-            let reset = i64::try_from(answer.decision.reset_after().as_millis()).unwrap();
+            let reset = i64::try_from(expected.reset_after().as_millis()).unwrap();
             assert!(
                 ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
                 "step {step}: ttl {ttl} ms, reset {reset} ms"
