@@ -31,6 +31,15 @@ async fn limiter(server: &RedisServer, policy: FailurePolicy) -> RedisLimiter {
         .unwrap()
 }
 
+/// A limiter failing open that waits up to 5 s for Redis, so that every answer is Redis's.
+async fn patient(server: &RedisServer, algorithm: impl Into<RedisAlgorithm>) -> RedisLimiter {
+    RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap()
+}
+
 /// Decides every 2 ms until `stop`, recording each answer with the phase it was made in.
 async fn load(
     limiter: Arc<RedisLimiter>,
@@ -182,11 +191,7 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
     let server = RedisServer::start();
     let mut raw = raw_connection(&server).await;
     for algorithm in every_algorithm("10/s") {
-        let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
-            .deadline(Duration::from_secs(5))
-            .connect()
-            .await
-            .unwrap();
+        let limiter = patient(&server, algorithm).await;
         let list_key = limiter.redis_key("a-list");
         let string_key = limiter.redis_key("a-string");
         let hash_key = limiter.redis_key("a-hash");
@@ -262,11 +267,7 @@ async fn a_list_log_with_entries_out_of_range_is_corrupt() {
     let server = RedisServer::start();
     let mut raw = raw_connection(&server).await;
     let log = SlidingLog::new(Quota::new(300, Duration::from_secs(60)).unwrap()).unwrap();
-    let limiter = RedisLimiter::builder(server.url(), log, FailurePolicy::FailOpen)
-        .deadline(Duration::from_secs(5))
-        .connect()
-        .await
-        .unwrap();
+    let limiter = patient(&server, log).await;
     for (n, text) in ["1e300", "9007199254740993", "-5", "1.5", "inf"]
         .into_iter()
         .enumerate()
@@ -293,11 +294,7 @@ async fn an_error_about_the_other_encodings_key_names_that_key() {
     let mut raw = raw_connection(&server).await;
     for limit in [5, 300] {
         let log = SlidingLog::new(Quota::new(limit, Duration::from_secs(60)).unwrap()).unwrap();
-        let limiter = RedisLimiter::builder(server.url(), log, FailurePolicy::FailOpen)
-            .deadline(Duration::from_secs(5))
-            .connect()
-            .await
-            .unwrap();
+        let limiter = patient(&server, log).await;
         let (hash_name, corrupt_name) = (format!("other-hash-{limit}"), format!("other-corrupt-{limit}"));
         let own = limiter.redis_key(&hash_name);
         let other = match limit <= PACKED_LOG_LIMIT {
@@ -431,11 +428,7 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     }
     // A short-lived state is gone from Redis once it has expired.
     let bucket = TokenBucket::new("100/s burst 2".parse().unwrap()).unwrap();
-    let limiter = RedisLimiter::builder(server.url(), bucket, FailurePolicy::FailOpen)
-        .deadline(Duration::from_secs(5))
-        .connect()
-        .await
-        .unwrap();
+    let limiter = patient(&server, bucket).await;
     let _ = limiter.check_n("brief", 2).await.unwrap();
     let key = limiter.redis_key("brief");
     let exists: bool = raw.exists(&key).await.unwrap();
