@@ -333,6 +333,33 @@ async fn an_error_about_the_other_encodings_key_names_that_key() {
     }
 }
 
+/// Only a wrong type of the other encoding's key is reported as that key's: any other error
+/// the script meets there (an ACL user may not `LLEN` or `GET`) stays the server's, answered by
+/// the policy, as it is for the log's own key.
+#[tokio::test(flavor = "current_thread")]
+async fn an_acl_denial_on_the_other_encodings_key_is_the_servers_error() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    for (limit, denied) in [(5, "-llen"), (300, "-get")] {
+        let user = format!("user{limit}");
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", &user, "on", ">secret", "~*", "+@all", denied])
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let url = format!("redis://{user}:secret@127.0.0.1:{}/", server.port());
+        let log = SlidingLog::new(Quota::new(limit, Duration::from_secs(60)).unwrap()).unwrap();
+        let limiter = RedisLimiter::builder(url, log, FailurePolicy::FailOpen)
+            .deadline(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap();
+        let answer = limiter.check("fresh").await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::FailOpen, "limit {limit}");
+        assert_eq!(answer.failure, Some(Failure::Server), "limit {limit}");
+    }
+}
+
 /// A server that is up but stalled (`DEBUG SLEEP 1`): every decision is answered by the policy
 /// within about the deadline, as a timeout (the connection did not fail: it was slow), and
 /// Redis decides again by itself once the stall ends.
@@ -574,9 +601,6 @@ async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
     }
 }
 
-/// A quota whose window shrinks (10/d to 10/h): the day's units may all have been admitted this
-/// hour, so they count in it (refused, retry-after within the hour or two), and no longer once
-/// the hour (for the sliding window, the next one too) has passed.
 /// A known limit (`docs/distributed.md`, "A changed window"): a log's key expires when its
 /// newest unit leaves the window it was admitted under, and a refusal does not move that, so
 /// after the window is lengthened a client refused until then loses its units when the old key
@@ -613,6 +637,9 @@ async fn a_lengthened_log_window_loses_its_units_when_the_old_key_expires() {
     }
 }
 
+/// A quota whose window shrinks (10/d to 10/h): the day's units may all have been admitted this
+/// hour, so they count in it (refused, retry-after within the hour or two), and no longer once
+/// the hour (for the sliding window, the next one too) has passed.
 #[tokio::test(flavor = "current_thread")]
 async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
     let server = RedisServer::start();

@@ -169,11 +169,14 @@ fn two_inserts_along_three_slots_make_one_entry() -> Result<(), Box<dyn std::err
 }
 
 /// Its broken twin takes a failed kill for a done one: loom finds the execution where both
-/// claims become members, `K` admitted twice and held in two slots.
+/// claims become members, `K` admitted twice and held in two slots. That execution needs 3
+/// preemptions, so the twin's bound is fixed at 3 whatever `LOOM_MAX_PREEMPTIONS` says.
 #[test]
 fn two_inserts_along_three_slots_kill_ignores_failure_twin_is_rejected(
 ) -> Result<(), Box<dyn std::error::Error>> {
-    three_slot_model(&[500, 1000])?.assert_rejected(KILL_IGNORES_FAILURE);
+    three_slot_model(&[500, 1000])?
+        .fixed_preemption_bound(Some(3))
+        .assert_rejected(KILL_IGNORES_FAILURE);
     Ok(())
 }
 

@@ -40,9 +40,13 @@ local wrap = 4294967296
 local log = redis.call('GET', key)
 if not log and KEYS[2] then
   local other = KEYS[2]
-  -- An error about this key names it (TOLLGATE_OTHER_*), not KEYS[1], which does not exist.
+  -- A wrong type here names this key (TOLLGATE_OTHER_WRONGTYPE), not KEYS[1], which does not
+  -- exist; any other error (an ACL's NOPERM...) goes back as it came.
   local length = redis.pcall('LLEN', other)
   if type(length) == 'table' then
+    if not string.find(length.err, '^WRONGTYPE') then
+      return length
+    end
     return redis.error_reply('TOLLGATE_OTHER_WRONGTYPE the other encoding\'s key does not hold a list')
   end
   if length > 0 then

@@ -57,9 +57,13 @@ local function entry(at)
 end
 length = redis.call('LLEN', key)
 if length == 0 and KEYS[2] then
-  -- An error about this key names it (TOLLGATE_OTHER_*), not KEYS[1], which holds nothing.
+  -- A wrong type here names this key (TOLLGATE_OTHER_WRONGTYPE), not KEYS[1], which holds
+  -- nothing; any other error (an ACL's NOPERM...) goes back as it came.
   local log = redis.pcall('GET', KEYS[2])
   if type(log) == 'table' and log.err then
+    if not string.find(log.err, '^WRONGTYPE') then
+      return log
+    end
     return redis.error_reply('TOLLGATE_OTHER_WRONGTYPE the other encoding\'s key does not hold a string')
   end
   if log then

@@ -14,8 +14,9 @@ use crate::{Decision, Timestamp};
 
 /// A [`SlidingLog`] for one stream of requests, shared by every thread that holds a reference
 /// to it: the exact counterpart of a [`DirectLimiter`](crate::DirectLimiter), with the same
-/// methods but for `refund_n` (the log never delays a request, so none is abandoned before its
-/// slot) and `raw_state` (its state is a ring, not a word), and the same [`Decision`]s.
+/// methods but for `refund_n` and `refund_n_at` (the log never delays a request, so none is
+/// abandoned before its slot) and `raw_state` (its state is a ring, not a word), and the same
+/// [`Decision`]s.
 ///
 /// Its ring of timestamps (8 bytes per unit of the limit) is allocated once, here, and never
 /// again. Each decision reads the clock once, then holds the log's lock only while it decides

@@ -15,7 +15,8 @@ use crate::{Decision, Timestamp, WhenFull};
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
 /// counterpart of a [`KeyedLimiter`](crate::KeyedLimiter), with the same methods but for
-/// `refund_n` (the log never delays a request, so none is abandoned before its slot), the same
+/// `refund_n` and `refund_n_at` (the log never delays a request, so none is abandoned before its
+/// slot), the same
 /// [`WhenFull`] policies and the same [`Decision`]s.
 ///
 /// - Memory is bounded at construction: `ceil(capacity * 10 / 7)` slots, each with a log of

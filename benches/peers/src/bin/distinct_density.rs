@@ -72,6 +72,9 @@ fn rows<C: Clock + Clone + Sync>(name: &str, clock: C, rounds: usize, decisions:
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(Ok(5), |arg| arg.parse())?;
+    if rounds == 0 {
+        return Err("ROUNDS must be at least 1".into());
+    }
     let decisions: u64 = args.next().map_or(Ok(20_000_000), |arg| arg.parse())?;
     println!("| clock | round | table for | ns, 1 thread | ns, 2 threads (each) | 2 threads ÷ 1 |");
     println!("|---|---:|---:|---:|---:|---:|");
