@@ -302,6 +302,52 @@ fn debug_output_names_the_log() {
     assert!(format!("{keyed:?}").contains("KeyedLogLimiter"));
 }
 
+/// Formatting a `LogLimiter` reads its count under the log's lock and writes it without: the
+/// formatter's sink is the caller's code, and a decision must not wait on it (a stalled stderr
+/// would stall every request; a sink that decides would deadlock).
+#[test]
+fn debug_output_does_not_hold_the_log_lock_while_writing() {
+    use std::fmt::Write as _;
+    use std::sync::{mpsc, Arc};
+
+    /// A sink that, at every write, has another thread decide on the limiter.
+    struct DecidingSink {
+        limiter: Arc<LogLimiter<ManualClock>>,
+        waited_at: Vec<String>,
+    }
+
+    impl std::fmt::Write for DecidingSink {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            let (done, finished) = mpsc::channel();
+            let limiter = Arc::clone(&self.limiter);
+            std::thread::spawn(move || {
+                let _ = limiter.peek();
+                let _ = done.send(());
+            });
+            if finished.recv_timeout(Duration::from_secs(2)).is_err() {
+                self.waited_at.push(text.to_owned());
+            }
+            Ok(())
+        }
+    }
+
+    let limiter = Arc::new(LogLimiter::with_clock(
+        log("5/s"),
+        ManualClock::starting_at(ts(T0)),
+    ));
+    assert!(limiter.check().is_allowed());
+    let mut sink = DecidingSink {
+        limiter: Arc::clone(&limiter),
+        waited_at: Vec::new(),
+    };
+    write!(sink, "{limiter:?}").unwrap();
+    assert!(
+        sink.waited_at.is_empty(),
+        "a decision waited for the log's lock while the formatter wrote {:?}",
+        sink.waited_at
+    );
+}
+
 /// Keys come and go through a table kept near full for long enough that every slot has been
 /// used (200 keys' room, 20,000 keys, each holding its two units for one second, a new key
 /// every 5 ms: about 200 in the window at any time), so lookups must stop at their home's reach,

@@ -180,10 +180,12 @@ impl<C: Clock> LogLimiter<C> {
 
 impl<C: fmt::Debug> fmt::Debug for LogLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Read under the lock, written without it: the formatter's sink is the caller's code.
+        let recorded = lock(&self.ring).len();
         f.debug_struct("LogLimiter")
             .field("log", &self.log)
             .field("clock", &self.clock)
-            .field("recorded", &lock(&self.ring).len())
+            .field("recorded", &recorded)
             .finish()
     }
 }
