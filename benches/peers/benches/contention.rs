@@ -11,9 +11,10 @@
 //! - `keyed_distinct`: each thread on its own 1,000 keys of one keyed limiter, in turn.
 //!
 //! Timed with `iter_custom`: for each sample a fresh limiter is built (untimed), the threads are
-//! spawned and wait on a barrier, each then times its own `iters` decisions with the same
-//! never-inlined loop as the single-thread benchmarks, and the sample lasts as long as the
-//! slowest thread. Spawning and joining are outside the measurement. Criterion's time per
+//! spawned and wait on a barrier, each then runs its `iters` decisions with the same
+//! never-inlined loop as the single-thread benchmarks, and the sample lasts from the first
+//! thread's start to the last thread's end (a thread scheduled late stretches it, as it
+//! stretched the run). Spawning and joining are outside the measurement. Criterion's time per
 //! iteration is the time for one decision on every thread, so decisions per second, all threads
 //! together, are `threads / time`; its throughput figure (elements = threads) is exactly that.
 //!

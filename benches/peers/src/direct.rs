@@ -102,6 +102,13 @@ impl<A: Algorithm + Copy, C: Clock + Clone> DirectContender for TollgateDirect<A
     fn denied(&self) -> DirectLimiter<A, C> {
         let limiter = DirectLimiter::with_clock(self.denied, self.clock.clone());
         let _ = limiter.check();
+        // A bucket of 1/h admits again exactly an hour after its one request.
+        let before_an_hour = limiter.clock().now().saturating_add(Duration::from_secs(3599));
+        assert!(
+            !limiter.peek_at(before_an_hour).is_allowed(),
+            "{}: the denied path must refuse for at least an hour",
+            self.name
+        );
         limiter
     }
 }
@@ -135,13 +142,15 @@ pub fn tollgate_leaky_bucket<C: Clock>(clock: C) -> TollgateDirect<LeakyBucket, 
     }
 }
 
-/// tollgate's fixed window: 1,000,000 per second (allowed), 1 per day (denied).
+/// tollgate's fixed window: 1,000,000 per second (allowed), 1 per 36,500 days (denied: windows
+/// are aligned to the UNIX epoch, so a window of a day would admit again at midnight UTC; this
+/// one ends in 2069).
 pub fn tollgate_fixed_window<C: Clock>(clock: C) -> TollgateDirect<FixedWindow, C> {
     TollgateDirect {
         name: "tollgate_fixed_window",
         clock,
         allowed: FixedWindow::new(quota("1000000/s")).expect("valid fixed window"),
-        denied: FixedWindow::new(quota("1/d")).expect("valid fixed window"),
+        denied: FixedWindow::new(quota("1/36500d")).expect("valid fixed window"),
         seed: no_seed,
     }
 }

@@ -70,25 +70,35 @@ pub fn decide_each_once<L: Keyed>(limiter: &L, keys: u64) -> Duration {
     start.elapsed()
 }
 
-/// Runs `work(thread)` on `threads` scoped threads started together on a barrier. Each thread
-/// times itself (inside `work`); spawning, the barrier and joining are outside every
-/// measurement. Returns the slowest thread's time: the run lasted that long.
+/// Runs `work(thread)` on `threads` scoped threads started together on a barrier; spawning,
+/// the barrier and joining are outside every measurement. Returns the time from the first
+/// thread's start to the last thread's end: the run lasted that long. (Each thread's own time
+/// is not enough: on a loaded machine a thread may be scheduled only after another has
+/// finished, and the slowest thread's time would then count a run of one thread after the
+/// other as if they had run together.)
 pub fn in_threads(threads: usize, work: impl Fn(usize) -> Duration + Sync) -> Duration {
     let barrier = Barrier::new(threads);
-    std::thread::scope(|scope| {
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|thread| {
                 let (barrier, work) = (&barrier, &work);
                 scope.spawn(move || {
                     barrier.wait();
-                    work(thread)
+                    let start = Instant::now();
+                    black_box(work(thread));
+                    (start, Instant::now())
                 })
             })
             .collect();
         workers
             .into_iter()
             .map(|worker| worker.join().expect("a benchmark thread panicked"))
-            .max()
-            .unwrap_or_default()
-    })
+            .collect()
+    });
+    let first_start = spans.iter().map(|&(start, _)| start).min();
+    let last_end = spans.iter().map(|&(_, end)| end).max();
+    match (first_start, last_end) {
+        (Some(start), Some(end)) => end.duration_since(start),
+        _ => Duration::ZERO,
+    }
 }

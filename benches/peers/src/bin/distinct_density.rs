@@ -33,7 +33,7 @@ fn per_decision<C: Clock + Clone + Sync>(clock: &C, table: usize, threads: usize
             "the benchmark quota admits every decision"
         );
     }
-    let slowest: Duration = in_threads(threads, |thread| {
+    let run: Duration = in_threads(threads, |thread| {
         decide_in_turn(
             &limiter,
             decisions,
@@ -41,7 +41,7 @@ fn per_decision<C: Clock + Clone + Sync>(clock: &C, table: usize, threads: usize
             KEYS_PER_THREAD,
         )
     });
-    slowest.as_nanos() as f64 / decisions as f64
+    run.as_nanos() as f64 / decisions as f64
 }
 
 fn median(values: &mut [f64]) -> f64 {
