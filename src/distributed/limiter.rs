@@ -331,7 +331,9 @@ pub(super) fn classify(
         return Err(RedisCheckError::ClusterRedirect { key, node });
     }
     Ok(match error.kind() {
-        ErrorKind::Server(_) => Failure::Server,
+        // An error reply whose code redis-rs does not name (`OOM`, `BUSY`, `MISCONF`,
+        // `NOREPLICAS`...) is `Extension`: Redis answered all the same.
+        ErrorKind::Server(_) | ErrorKind::Extension => Failure::Server,
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Failure::Reply,
         _ => Failure::Connection,
     })
@@ -484,6 +486,22 @@ mod tests {
         ] {
             let error = server_error(kind, "server error", "detail");
             assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
+        }
+    }
+
+    /// Error codes redis-rs does not name are `ErrorKind::Extension`: still Redis's answer,
+    /// never a connection failure (which would also open the breaker). `OOM` is what a script's
+    /// write gets with memory full under `noeviction` (`tests/redis_memory.rs`).
+    #[test]
+    fn unnamed_server_errors_fall_to_the_policy_as_server_errors() {
+        for code in ["OOM", "BUSY", "MISCONF", "NOREPLICAS"] {
+            let error = redis::make_extension_error(code.to_owned(), Some("detail".to_owned()));
+            assert_eq!(error.kind(), ErrorKind::Extension);
+            assert_eq!(
+                classify(&error, "k".to_owned(), None),
+                Ok(Failure::Server),
+                "{code}"
+            );
         }
     }
 }
