@@ -116,7 +116,7 @@ async fn assert_every_key_expires(raw: &mut MultiplexedConnection, when: &str) {
 /// `Failure::Server`); a refusal and a peek are still Redis's, even right after the failure (an
 /// OOM is an answer from Redis, not a sign that it is down); the state and its TTL are as they
 /// were (nothing counted), even with the script to load again (`SCRIPT FLUSH`: `SCRIPT LOAD`
-/// is allowed under OOM); and once `maxmemory` is lifted, Redis decides again with the count
+/// is allowed under OOM), and a bucket's refund gives nothing back; and once `maxmemory` is lifted, Redis decides again with the count
 /// intact.
 #[tokio::test(flavor = "current_thread")]
 async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis() {
@@ -195,6 +195,9 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
             let exists: bool = raw.exists(open.redis_key("fresh")).await.unwrap();
             assert!(!exists, "{name}: a failed first admission left a key");
         }
+        // A bucket's refund would write (`gcra_refund.lua`'s `PSETEX`): best effort, nothing
+        // given back (the windows and the log give nothing back anyway).
+        assert_eq!(open.refund_n("k", 1).await, Ok(false), "{name}");
         // Nothing was written: the same state, still expiring (no sooner than it would have).
         assert_eq!(dump(&mut raw, &key).await, state, "{name}: the state changed");
         let still: i64 = raw.pttl(&key).await.unwrap();
