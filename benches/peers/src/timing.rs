@@ -1,9 +1,13 @@
 //! The timed loops every scenario runs, written once.
 //!
-//! Every loop is `#[inline(never)]`: each row, on the main thread or a spawned one, runs the same
-//! loop compiled once per limiter type, so no row's code generation depends on its call site. (An
-//! earlier version, with the loop inlined into the main-thread closures, measured tollgate's hot
-//! key at 34 ns there and 16 ns in a one-thread row on a spawned thread.)
+//! Every loop is `#[inline(never)]`: within one benchmark binary, each row, on the main thread or
+//! a spawned one, runs the same loop compiled once per limiter type, so no row's code generation
+//! depends on its call site. (An earlier version, with the loop inlined into the main-thread
+//! closures, measured tollgate's hot key at 34 ns there and 16 ns in a one-thread row on a spawned
+//! thread.) Each benchmark binary (`direct`, `keyed`, `contention`, `instructions`) compiles the
+//! loops on its own, though, and how a peer's code is inlined into them can differ between
+//! binaries: `benches/report.py` compares every one-thread contention row with the same
+//! implementation's single-thread row and does not settle a verdict on a pair that differs.
 
 use std::hint::black_box;
 use std::sync::Barrier;
