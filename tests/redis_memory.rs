@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
+use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use tollgate::distributed::{DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
     FixedWindow, LeakyBucket, ManualClock, Outcome, SlidingLog, SlidingWindow, Timestamp, TokenBucket,
@@ -53,13 +53,7 @@ async fn fail_open(
     clock: &ManualClock,
     prefix: &str,
 ) -> RedisLimiter {
-    RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
-        .client_time(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .prefix(prefix)
-        .connect()
-        .await
-        .unwrap()
+    client_time_limiter_with(server, algorithm, clock, prefix, FailurePolicy::FailOpen).await
 }
 
 async fn config_set(raw: &mut MultiplexedConnection, name: &str, value: &str) {

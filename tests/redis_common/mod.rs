@@ -157,19 +157,27 @@ pub(crate) async fn client_time_limiter(
     clock: &ManualClock,
     prefix: &str,
 ) -> RedisLimiter {
-    RedisLimiter::builder(
-        server.url(),
-        algorithm,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-    )
-    .client_time(clock.clone())
-    .deadline(Duration::from_secs(5))
-    .prefix(prefix)
-    .connect()
-    .await
-    .unwrap()
+    let policy = FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    };
+    client_time_limiter_with(server, algorithm, clock, prefix, policy).await
+}
+
+/// [`client_time_limiter`] with another failure policy.
+pub(crate) async fn client_time_limiter_with(
+    server: &RedisServer,
+    algorithm: impl Into<RedisAlgorithm>,
+    clock: &ManualClock,
+    prefix: &str,
+    policy: FailurePolicy,
+) -> RedisLimiter {
+    RedisLimiter::builder(server.url(), algorithm, policy)
+        .client_time(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .prefix(prefix)
+        .connect()
+        .await
+        .unwrap()
 }
 
 /// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
