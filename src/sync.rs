@@ -34,17 +34,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Locks `mutex` if no other thread holds it now; `None` if one does. A poisoned lock is taken,
-/// as [`lock`] takes it.
-#[inline]
-pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match mutex.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
-}
-
 /// Lets other threads run while this one waits for them: a scheduling point under loom (which
 /// must see it to explore the others' progress), the OS scheduler's otherwise, so that a thread
 /// this one waits on gets the CPU even where threads outnumber cores (a spin hint would not give

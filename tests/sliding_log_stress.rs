@@ -327,31 +327,40 @@ fn keyed_full_table_refuses_or_admits_untracked_but_never_overcounts() {
 /// A new key's heavy first request records its units (O(weight)) under its own log's lock only:
 /// the shard's insert lock, which every new key of the shard takes, is released once the key
 /// holds its slot. A weight-1 request for another new key, made while a weight-2^23 one records,
-/// must not wait for it. (Timed: the heavy request takes about 100 ms in a debug build here, the
-/// light one µs; the assertion leaves a factor of 3.)
+/// must not wait for it. The table has one shard of 2,000 slots; the light key's probe passes the
+/// heavy key's slot (whose lock the recording holds, so that it waits there) only if both keys
+/// share a home slot, 1 in 2,000 for a table's random hash seed: of two tables (two seeds), one
+/// light request must be fast. (Timed: the heavy request takes about 100 ms in a debug build
+/// here, a light one µs; the assertion leaves a factor of 3.)
 #[test]
 fn a_heavy_first_request_does_not_hold_up_other_new_keys() {
     let limit = 1u64 << 23;
     let log = SlidingLog::new(tollgate::Quota::new(limit, Duration::from_secs(60)).unwrap()).unwrap();
-    // One shard: every new key takes the same insert lock.
-    let limiter =
-        KeyedLogLimiter::<u64, _>::with_clock(log, 4, ManualClock::starting_at(Timestamp::from_nanos(T0)))
-            .unwrap();
-    let (heavy, light) = thread::scope(|scope| {
-        let heavy = scope.spawn(|| {
+    let round = || {
+        let limiter = KeyedLogLimiter::<u64, _>::with_clock(
+            log,
+            1_400,
+            ManualClock::starting_at(Timestamp::from_nanos(T0)),
+        )
+        .unwrap();
+        assert_eq!(limiter.slots(), 2_000);
+        thread::scope(|scope| {
+            let heavy = scope.spawn(|| {
+                let start = std::time::Instant::now();
+                assert!(limiter.check_n(&1, limit).unwrap().is_allowed());
+                start.elapsed()
+            });
+            // Let the heavy request take its slot and start recording.
+            thread::sleep(Duration::from_millis(10));
             let start = std::time::Instant::now();
-            assert!(limiter.check_n(&1, limit).unwrap().is_allowed());
-            start.elapsed()
-        });
-        // Let the heavy request take the insert lock and start recording.
-        thread::sleep(Duration::from_millis(10));
-        let start = std::time::Instant::now();
-        assert!(limiter.check(&2).is_allowed());
-        let light = start.elapsed();
-        (heavy.join().unwrap(), light)
-    });
+            assert!(limiter.check(&2).is_allowed());
+            let light = start.elapsed();
+            (heavy.join().unwrap(), light)
+        })
+    };
+    let rounds = [round(), round()];
     assert!(
-        light * 3 < heavy,
-        "a weight-1 request for a new key took {light:?} while a heavy one ({heavy:?}) recorded"
+        rounds.iter().any(|&(heavy, light)| light * 3 < heavy),
+        "a weight-1 request for a new key waited while a heavy one recorded: (heavy, light) {rounds:?}"
     );
 }

@@ -14,13 +14,13 @@
 //!   check the tag is still the key's (it may have been reused for another key since it was
 //!   read), decide and record, unlock. One lock, held for one log's read-decide-write.
 //! - **Inserting** (the key was not found, or its slot was reused): take the insert lock, scan the
-//!   chain again (no tag can change meanwhile, so this scan is exact); if the key is there
-//!   (another thread inserted it), release the insert lock and decide as for a present key; else
-//!   claim the first empty slot, or the first slot whose log is idle at `now` (checked under that
-//!   slot's lock: its newest unit has left the window; a slot whose lock another thread holds is
-//!   passed over unless no other slot will do), for the key, then release the insert lock and
-//!   decide under the slot's lock alone. Inserts are serialized per shard, so a key never has two
-//!   slots; a log with a unit in the window is never reused, so no debt is ever forgotten.
+//!   chain again (no tag can change meanwhile, so this scan is exact); use the key's slot if it
+//!   is there; else claim the first empty slot, or the first slot whose log is idle at `now`
+//!   (checked under that slot's lock: its newest unit has left the window), for the key. The
+//!   insert lock is released once the slot's lock is held and its tag is the key's, before the
+//!   request is decided and recorded (`O(weight)`). Inserts are serialized per shard, so a key
+//!   never has two slots; a log with a unit in the window is never reused, so no debt is ever
+//!   forgotten.
 //!
 //! Locks are always taken insert lock first, then one slot's lock, and a decision holds no slot
 //! lock when it takes the insert lock: no deadlock.
@@ -31,7 +31,7 @@ use super::faults::LogFaults;
 use super::ring::Ring;
 use super::SlidingLog;
 use crate::keyed::layout::TableLayout;
-use crate::sync::{lock, try_lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::duration_to_nanos_saturating;
 use crate::Decision;
 
@@ -47,25 +47,6 @@ const REACH_MASK: u64 = 0x1ff << REACH_SHIFT;
 // Every displacement within the probe limit fits in a reach, and no fingerprint bit is in it.
 const _: () = assert!(MAX_PROBE - 1 <= (REACH_MASK >> REACH_SHIFT) as usize);
 const _: () = assert!(TableLayout::fingerprint(u64::MAX) < 1 << REACH_SHIFT);
-
-/// What the insert path did.
-#[derive(Clone, Copy, Debug)]
-enum Inserting {
-    /// The key was absent: it was given a slot (or, weightless, none) and decided.
-    Decided(Decision),
-    /// The key is present (another thread inserted it): decide on it as on any present key.
-    Present,
-    /// The key is absent and no slot in its probe range is empty or idle (or a first-used
-    /// slot's log could not be allocated).
-    Full,
-}
-
-/// Whether the insert path's scan waits for a slot's lock that another thread holds.
-#[derive(Clone, Copy, Debug)]
-enum Wait {
-    No,
-    Yes,
-}
 
 /// What a tag says the slot holds (`EMPTY` or a `member`), without the reach.
 const fn held(tag: u64) -> u64 {
@@ -191,21 +172,14 @@ impl LogShard {
         cost: u64,
         faults: LogFaults,
     ) -> Option<Decision> {
-        loop {
-            if let Some(index) = self.find(fingerprint, home) {
-                let ring = lock(&self.slots[index].ring);
-                if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
-                    return Some(self.decide_locked(index, ring, log, now, cost, faults));
-                }
-                // The slot was reused for another key after the probe read its tag: insert path.
+        if let Some(index) = self.find(fingerprint, home) {
+            let ring = lock(&self.slots[index].ring);
+            if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
+                return Some(self.decide_locked(index, ring, log, now, cost, faults));
             }
-            match self.decide_inserting(log, fingerprint, home, now, cost, faults) {
-                Inserting::Decided(decision) => return Some(decision),
-                Inserting::Full => return None,
-                // Another thread inserted the key meanwhile: decide on it as on any present key.
-                Inserting::Present => {}
-            }
+            // The slot was reused for another key after the probe read its tag: insert path.
         }
+        self.decide_inserting(log, fingerprint, home, now, cost, faults)
     }
 
     /// The insert path: under the insert lock, find the key exactly, or give it a slot.
@@ -219,43 +193,28 @@ impl LogShard {
         now: u64,
         cost: u64,
         faults: LogFaults,
-    ) -> Inserting {
+    ) -> Option<Decision> {
         let inserting = (!faults.inserts_unlocked()).then(|| lock(&self.meta.insert));
-        // No tag changes while the insert lock is held, so this scan is exact. The key's slot
-        // is not locked here: its lock may be held for a while (a heavy request recording), and
-        // every new key of the shard would wait with this thread for the insert lock.
-        if self.find(fingerprint, home).is_some() {
-            return Inserting::Present;
+        // No tag changes while the insert lock is held, so this scan is exact.
+        if let Some(index) = self.find(fingerprint, home) {
+            let ring = lock(&self.slots[index].ring);
+            // The slot's lock is held: the insert lock is not needed to decide and record.
+            drop(inserting);
+            return Some(self.decide_locked(index, ring, log, now, cost, faults));
         }
         // A weightless request records nothing: an absent key is told what a fresh one would
         // be, and takes no slot (nor a refusal when there is none).
         if cost == 0 {
-            return Inserting::Decided(log.decide(&Ring::unallocated(0), now, cost).decision);
+            return Some(log.decide(&Ring::unallocated(0), now, cost).decision);
         }
-        // Whether a slot is free is read under its lock. A slot whose lock another thread holds
-        // (a decision on its key, which may be recording a heavy request) is passed over on a
-        // first scan, so that a new key does not wait for it, with the insert lock held, while
-        // another slot is free; only when none is does the second scan wait for such slots.
-        let candidates = [Wait::No, Wait::Yes].into_iter().flat_map(|wait| {
-            self.probe(home)
-                .enumerate()
-                .map(move |(displacement, index)| (wait, displacement, index))
-        });
-        for (wait, displacement, index) in candidates {
+        for (displacement, index) in self.probe(home).enumerate() {
             let tag = self.tag(index);
-            let Some(mut ring) = (match wait {
-                Wait::No => try_lock(&self.slots[index].ring),
-                Wait::Yes => Some(lock(&self.slots[index].ring)),
-            }) else {
-                continue;
-            };
+            let mut ring = lock(&self.slots[index].ring);
             if held(tag) != EMPTY && !faults.reclaims_busy() && !log.is_idle(&ring, now) {
                 continue;
             }
             // The only allocation a slot ever makes, the first time it is used.
-            if ring.reserve().is_err() {
-                return Inserting::Full;
-            }
+            ring.reserve().ok()?;
             if held(tag) == EMPTY {
                 // Relaxed: a statistic.
                 self.meta.live.fetch_add(1, Ordering::Relaxed);
@@ -273,11 +232,12 @@ impl LogShard {
             self.slots[index]
                 .tag
                 .store(member(fingerprint) | (tag & REACH_MASK), Ordering::Relaxed);
-            // The key is placed and its slot's lock held: record (O(cost)) without the insert lock.
+            // The key is placed and its slot's lock held: record (O(cost)) without the insert
+            // lock, which every new key of the shard takes.
             drop(inserting);
-            return Inserting::Decided(self.decide_locked(index, ring, log, now, cost, faults));
+            return Some(self.decide_locked(index, ring, log, now, cost, faults));
         }
-        Inserting::Full
+        None
     }
 
     /// The critical section: decide and record on a slot's log whose lock the caller holds.
