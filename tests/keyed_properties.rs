@@ -278,6 +278,13 @@ fn tight<A: Algorithm + Debug>(
         };
         match checked.outcome() {
             Outcome::TableFull | Outcome::AllowedUntracked => {
+                // A weightless request needs no room: it is told a fresh key's numbers.
+                prop_assert!(
+                    cost > 0,
+                    "op {}: a weightless request was refused for room: {:?}",
+                    i,
+                    checked
+                );
                 let untracked = checked.outcome() == Outcome::AllowedUntracked;
                 prop_assert_eq!(untracked, policy == WhenFull::Admit, "op {}: {:?}", i, checked);
                 // The key itself had no debt: a key with debt is never forgotten.

@@ -146,6 +146,9 @@ fn run_with_backward_steps(
                 prop_assert_eq!(got, 0, "{}", context);
             } else if deadline <= u128::from(u64::MAX) {
                 prop_assert_eq!(u128::from(now) + u128::from(got), deadline, "{}", context);
+            } else {
+                // Past the last representable instant: "never".
+                prop_assert_eq!(got, u64::MAX, "{}", context);
             }
         }
         if got.allowed {

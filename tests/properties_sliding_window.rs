@@ -201,6 +201,15 @@ fn run_with_backward_steps(
         } else {
             prop_assert_eq!(got.allowed, shadow.admit(effective, cost), "{}", context);
             prop_assert_eq!(got.remaining, shadow.remaining(effective), "{}", context);
+            // Near the end of time the instants themselves are not checked, but no promise may
+            // point past the last representable instant: "never" or within it.
+            for got in [got.retry_after, got.reset_after] {
+                prop_assert!(
+                    got == u64::MAX || u128::from(now) + u128::from(got) <= u128::from(u64::MAX),
+                    "{}",
+                    context
+                );
+            }
         }
         // A weightless request counts nothing and stores nothing: it does not move the window.
         if got.allowed && cost > 0 {

@@ -69,6 +69,24 @@ fn a_refund_never_makes_a_bucket_better_than_full() {
     );
 }
 
+/// A refund never moves a bucket's time behind `now`: a clock that later steps back finds the
+/// bucket full at `now`, not fuller than full at the earlier instant.
+#[test]
+fn a_refund_leaves_the_bucket_full_at_now_not_before() {
+    let bucket = DirectLimiter::with_clock(
+        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
+        ManualClock::new(),
+    );
+    assert!(bucket.check_n_at(10, at(1_000)).unwrap().is_allowed());
+    assert!(bucket.refund_n_at(u64::MAX, at(1_000)));
+    assert_eq!(bucket.raw_state(), 1_000_000_000);
+    // Half a second earlier, the bucket that was full at 1 s holds 5.
+    assert_eq!(
+        (0..20).filter(|_| bucket.check_at(at(500)).is_allowed()).count(),
+        5
+    );
+}
+
 #[test]
 fn a_refund_gives_back_exactly_its_units() {
     let bucket = DirectLimiter::with_clock(
