@@ -12,7 +12,9 @@ use proptest::test_runner::TestCaseError;
 use reference::sliding_log::SlidingLogModel;
 use reference::trace::{ops, start, window_length, Op};
 use reference::Expected;
-use tollgate::{Clock, KeyedLogLimiter, LogLimiter, ManualClock, Quota, SlidingLog, Timestamp};
+use tollgate::{
+    Clock, KeyedLogLimiter, LogLimiter, ManualClock, Outcome, Quota, SlidingLog, Timestamp, WhenFull,
+};
 
 fn log(limit: u64, window: u64) -> SlidingLog {
     SlidingLog::new(Quota::new(limit, Duration::from_nanos(window)).unwrap()).unwrap()
@@ -159,6 +161,44 @@ proptest! {
         // weightless request takes none.
         let held = if weighted.is_empty() { 0..=0 } else { 1..=weighted.len() };
         prop_assert!(held.contains(&limiter.len()), "{} held, {} keys weighed", limiter.len(), weighted.len());
+    }
+
+    /// A table with room for one key (two slots) and five keys in play, so that slots are reused
+    /// all the time: every request decides exactly as one list per key, or, refused for room, is
+    /// a weighted request of a key with nothing in the window (a log with a unit in the window is
+    /// never forgotten), and the table never holds more keys than slots.
+    #[test]
+    fn tight_keyed_tables_forget_only_idle_logs(
+        limit in 1..=4u64,
+        window in window_length(),
+        start in start(),
+        keys in proptest::collection::vec(0u64..5, 96),
+        ops in ops(96),
+    ) {
+        let limiter = KeyedLogLimiter::<u64, _>::with_clock(log(limit, window), 1, ManualClock::new())
+            .unwrap()
+            .when_full(WhenFull::Refuse);
+        let slots = limiter.slots();
+        let mut models: HashMap<u64, SlidingLogModel> = HashMap::new();
+        let mut now = start.at(window);
+        for (i, (op, key)) in ops.iter().zip(&keys).enumerate() {
+            if i > 0 {
+                now = op.forward(now, window);
+            }
+            let cost = op.cost(limit);
+            let decision = limiter.check_n_at(key, cost, Timestamp::from_nanos(now)).unwrap();
+            let model = models.entry(*key).or_insert_with(|| SlidingLogModel::new(window, limit));
+            if decision.outcome() == Outcome::TableFull {
+                prop_assert!(cost > 0, "request {} for key {}: a weightless request refused for room", i, key);
+                prop_assert_eq!(
+                    model.weight_in_window(now), 0,
+                    "request {} for key {} at t={}: a key with units in the window was forgotten", i, key, now
+                );
+                continue;
+            }
+            prop_assert_eq!(Expected::of(&decision), model.decide(now, cost), "key {} request {} at t={} weight {}", key, i, now, cost);
+            prop_assert!(limiter.len() <= slots, "{} keys held in {} slots", limiter.len(), slots);
+        }
     }
 }
 
