@@ -232,10 +232,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
 
     /// The most memory the table can come to, in bytes: every slot with its log allocated (8
     /// bytes per unit of the limit), as after enough distinct keys, and each shard's fixed block.
-    /// Logs are allocated when a
-    /// slot is first used, so a new table takes far less; a log that cannot be allocated then
-    /// leaves its key to the [`WhenFull`] policy, never a panic. Check this figure against the
-    /// machine before choosing a large limit and capacity together.
+    /// Logs are allocated when a slot is first used, so a new table takes far less; a log that
+    /// cannot be allocated then leaves its key to the [`WhenFull`] policy, never a panic. Check
+    /// this figure against the machine before choosing a large limit and capacity together.
     pub fn max_memory(&self) -> usize {
         // Computed at construction without overflow, with this very log.
         max_slot_bytes(&self.log).map_or(usize::MAX, |bytes| {
