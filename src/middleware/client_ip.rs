@@ -41,13 +41,13 @@ pub enum ForwardedHeader {
 /// the request gets the layer's [`MissingKey`](super::MissingKey) behaviour.
 ///
 /// **The trusted ranges must hold your proxies and nothing else.** A client whose own address
-/// is in a trusted range is taken for a proxy. Behind exactly one of your proxies it is still
-/// keyed by its own address (the right-most entry, rule 3); behind several, every such client
-/// is keyed by the first proxy's address (the right-most entry then), so they share one key;
-/// connecting directly it is the peer, and
-/// whatever it writes in the header is believed: it chooses its key at will. Never trust a
-/// range that contains clients (a whole private network your users are on, `0.0.0.0/0`, `::/0`):
-/// list the proxies' own addresses, or a subnet that holds only them.
+/// is in a trusted range is taken for a proxy, and the walk goes past it to whatever the client
+/// wrote on the left of the header: it chooses its key at will, whether it connects directly or
+/// through your proxies (behind one proxy, `X-Forwarded-For: 203.0.113.9` sent by a client at
+/// 10.5.5.5 arrives as `203.0.113.9, 10.5.5.5`, and the key is `203.0.113.9`). Only when it
+/// writes nothing, or only trusted addresses, is it keyed by an address a proxy wrote. Never
+/// trust a range that contains clients (a whole private network your users are on, `0.0.0.0/0`,
+/// `::/0`): list the proxies' own addresses, or a subnet that holds only them.
 ///
 /// The key is the client's full address; an IPv6 client usually holds a whole /64 and can change
 /// address per request: wrap the extractor in [`Ipv6Prefix`](super::Ipv6Prefix) to key it by its

@@ -147,9 +147,10 @@ impl KeyExtractor for PeerIp {
 
 /// Keys by the value of a request header, such as an API key.
 ///
-/// A client chooses the value, so each made-up value gets a fresh quota: limit by a header only
-/// once it is authenticated (the layer inside the one checking API keys), or limit the
-/// unauthenticated traffic by IP as well.
+/// A client chooses the value, so each made-up value gets a fresh quota and a slot of the key
+/// table, which a flood of made-up values fills (new keys then get the table's full policy, a
+/// 503 with `WhenFull::Refuse`): limit by a header only once it is authenticated (the layer
+/// inside the one checking API keys), or limit the unauthenticated traffic by IP as well.
 ///
 /// ```
 /// use tollgate::middleware::HeaderKey;

@@ -218,8 +218,10 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     }
 
     /// Whether admitted responses carry `RateLimit-Policy` and `RateLimit` (and the legacy
-    /// fields, when on) too; refusals always do. Default: no, as writing them costs about as
-    /// much as the decision itself (`benches/gateway_load.sh` measures both).
+    /// fields, when on) too; refusals for the quota always do (a refusal because the limiter
+    /// could not decide has no decision to tell). Default: no, as writing them costs about as
+    /// much as the decision itself (`benches/gateway_load.sh` measures both). A shaped request's
+    /// fields describe the moment it was admitted, not the later moment it is sent.
     pub fn fields_on_admitted(mut self, on: bool) -> Self {
         self.shared.fields.on_admitted = on;
         self

@@ -122,14 +122,16 @@ fn grpc_error(content_type: &HeaderValue, code: u16, message: &str) -> Response<
     response
 }
 
-/// The gRPC status code closest to an HTTP status.
+/// The gRPC status code closest to an HTTP status. The gateway errors are UNAVAILABLE, as in
+/// gRPC's own mapping of HTTP statuses: the code clients retry.
 fn grpc_code(status: StatusCode) -> u16 {
     match status {
         StatusCode::BAD_REQUEST => 3,       // INVALID_ARGUMENT
         StatusCode::UNAUTHORIZED => 16,     // UNAUTHENTICATED
         StatusCode::FORBIDDEN => 7,         // PERMISSION_DENIED
+        StatusCode::NOT_FOUND => 12,        // UNIMPLEMENTED
         StatusCode::TOO_MANY_REQUESTS => 8, // RESOURCE_EXHAUSTED
-        StatusCode::SERVICE_UNAVAILABLE => 14,
+        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => 14, // UNAVAILABLE
         _ => 13, // INTERNAL
     }
 }
@@ -139,6 +141,23 @@ mod tests {
     use super::*;
     use crate::middleware::fields::QuotedName;
     use crate::middleware::policy::Policy;
+
+    #[test]
+    fn http_statuses_map_to_the_closest_grpc_codes() {
+        for (status, code) in [
+            (StatusCode::BAD_REQUEST, 3),
+            (StatusCode::UNAUTHORIZED, 16),
+            (StatusCode::FORBIDDEN, 7),
+            (StatusCode::NOT_FOUND, 12),
+            (StatusCode::TOO_MANY_REQUESTS, 8),
+            (StatusCode::BAD_GATEWAY, 14),
+            (StatusCode::SERVICE_UNAVAILABLE, 14),
+            (StatusCode::GATEWAY_TIMEOUT, 14),
+            (StatusCode::INTERNAL_SERVER_ERROR, 13),
+        ] {
+            assert_eq!(grpc_code(status), code, "{status}");
+        }
+    }
 
     #[test]
     fn grpc_is_recognised_by_its_exact_content_types() {
