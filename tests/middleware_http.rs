@@ -218,7 +218,7 @@ async fn a_spoofed_leftmost_forwarded_for_is_ignored() -> Result<(), Error> {
 }
 
 #[tokio::test]
-async fn a_client_inside_a_trusted_range_cannot_pick_its_key() -> Result<(), Error> {
+async fn a_client_inside_a_trusted_range_is_taken_for_a_proxy() -> Result<(), Error> {
     let limiter =
         KeyedLimiter::<IpAddr, _, _>::with_clock(TokenBucket::new("1/min".parse()?)?, 1_000, clock())?;
     // The test client connects from loopback: it plays the trusted proxy, which appended the
@@ -234,6 +234,16 @@ async fn a_client_inside_a_trusted_range_cannot_pick_its_key() -> Result<(), Err
     }
     // Every entry trusted: the key is the right-most, which the proxy wrote, not the client.
     assert_eq!(statuses, [200, 429, 429, 429, 429]);
+    // The documented limit (`ClientIp`, "The trusted ranges must hold your proxies and nothing
+    // else"): an untrusted address written on the left is taken for the client, so a client
+    // inside a trusted range picks its key, each made-up address a fresh quota.
+    let mut statuses = Vec::new();
+    for spoof in 1..=5 {
+        let xff = format!("203.0.113.{spoof}, 127.5.5.6");
+        let answer = get(&client, address, "/", &[("x-forwarded-for", &xff)]).await;
+        statuses.push(answer.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200]);
     Ok(())
 }
 
