@@ -16,6 +16,14 @@ fn units_left<A: tollgate::algorithm::Algorithm>(
     limiter.peek_at(now).remaining() + 1
 }
 
+/// A token bucket of 10 per second (burst 10) on a manual clock.
+fn ten_per_second() -> DirectLimiter<TokenBucket, ManualClock> {
+    DirectLimiter::with_clock(
+        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
+        ManualClock::new(),
+    )
+}
+
 fn at(millis: u64) -> Timestamp {
     Timestamp::from_nanos(millis * 1_000_000)
 }
@@ -51,10 +59,7 @@ fn an_abandoned_slot_goes_to_the_next_request() {
 
 #[test]
 fn a_refund_never_makes_a_bucket_better_than_full() {
-    let bucket = DirectLimiter::with_clock(
-        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
-        ManualClock::new(),
-    );
+    let bucket = ten_per_second();
     // A fresh bucket has nothing outstanding.
     assert!(!bucket.refund_n_at(5, at(0)));
     assert_eq!(bucket.raw_state(), 0);
@@ -73,10 +78,7 @@ fn a_refund_never_makes_a_bucket_better_than_full() {
 /// bucket full at `now`, not fuller than full at the earlier instant.
 #[test]
 fn a_refund_leaves_the_bucket_full_at_now_not_before() {
-    let bucket = DirectLimiter::with_clock(
-        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
-        ManualClock::new(),
-    );
+    let bucket = ten_per_second();
     assert!(bucket.check_n_at(10, at(1_000)).unwrap().is_allowed());
     assert!(bucket.refund_n_at(u64::MAX, at(1_000)));
     assert_eq!(bucket.raw_state(), 1_000_000_000);
@@ -89,10 +91,7 @@ fn a_refund_leaves_the_bucket_full_at_now_not_before() {
 
 #[test]
 fn a_refund_gives_back_exactly_its_units() {
-    let bucket = DirectLimiter::with_clock(
-        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
-        ManualClock::new(),
-    );
+    let bucket = ten_per_second();
     assert!(bucket.check_n_at(10, at(0)).unwrap().is_allowed());
     assert!(!bucket.check_at(at(0)).is_allowed());
     assert!(bucket.refund_n_at(4, at(0)));
@@ -102,10 +101,7 @@ fn a_refund_gives_back_exactly_its_units() {
 
 #[test]
 fn a_refund_after_the_bucket_refilled_gives_nothing_back() {
-    let bucket = DirectLimiter::with_clock(
-        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
-        ManualClock::new(),
-    );
+    let bucket = ten_per_second();
     assert!(bucket.check_n_at(10, at(0)).unwrap().is_allowed());
     // One second later the bucket is full again: the units are no longer outstanding.
     assert!(!bucket.refund_n_at(10, at(1_000)));
@@ -114,10 +110,7 @@ fn a_refund_after_the_bucket_refilled_gives_nothing_back() {
 
 #[test]
 fn a_refund_with_a_clock_that_stepped_back_gives_back_no_more_than_its_units() {
-    let bucket = DirectLimiter::with_clock(
-        TokenBucket::new("10/s".parse().unwrap()).unwrap(),
-        ManualClock::new(),
-    );
+    let bucket = ten_per_second();
     assert!(bucket.check_n_at(10, at(500)).unwrap().is_allowed());
     // Refunded "before" the admission: the bucket must not end up fuller than two units' worth.
     assert!(bucket.refund_n_at(2, at(0)));
