@@ -144,6 +144,26 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         gave_back
     }
 
+    /// Forgets everything counted so far: the limiter is back to a fresh one's state (a full
+    /// bucket, empty windows), as if it had just been built. Returns whether it was still
+    /// limiting now, that is whether its state was not already as good as a fresh one's.
+    ///
+    /// For an operator's or an application's decision (a user who logged in successfully, an
+    /// account whose quota was raised), not for the request path. A decision racing it is
+    /// counted either before the reset (and forgotten) or after it (and kept).
+    pub fn reset(&self) -> bool {
+        self.reset_at(self.clock.now())
+    }
+
+    /// [`reset`](Self::reset), with "still limiting" judged at a time the caller supplies.
+    pub fn reset_at(&self, now: Timestamp) -> bool {
+        let mut limiting = false;
+        let _ = cell::update(&self.state, |state| {
+            reset_step(&self.algorithm, state, now, &mut limiting)
+        });
+        limiting
+    }
+
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
         self.algorithm.capacity()
@@ -184,6 +204,23 @@ pub(crate) fn refund_step<A: Algorithm>(
     *gave_back = after != state;
     // The decision is not used by a refund; `table_full` is the cheapest one to build.
     Transition::refuse(after, Decision::table_full(0))
+}
+
+/// One run of a reset inside a CAS loop (direct or keyed): the fresh state, and whether the
+/// state it replaces still limited at `now`. The loop may run it several times; the last run is
+/// the one stored.
+#[inline]
+pub(crate) fn reset_step<A: Algorithm>(
+    algorithm: &A,
+    state: u64,
+    now: Timestamp,
+    limiting: &mut bool,
+) -> Transition {
+    *limiting = !algorithm.is_idle(state, now);
+    // Always the fresh state, even for an idle one: a clock that later reads earlier than `now`
+    // must find a new limiter's state too, as the caller asked. (No write when it is fresh
+    // already.) The decision is not used by a reset; `table_full` is the cheapest one to build.
+    Transition::refuse(FRESH_STATE, Decision::table_full(0))
 }
 
 impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {

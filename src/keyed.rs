@@ -19,7 +19,7 @@ use slot::SLOT_BYTES;
 
 use crate::algorithm::{Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
-use crate::direct::refund_step;
+use crate::direct::{refund_step, reset_step};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
@@ -229,6 +229,33 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             let refund = |state| refund_step(&self.algorithm, state, now, cost, &mut gave_back);
             if shard.update(found, refund).is_ok() {
                 return gave_back;
+            }
+        }
+        false
+    }
+
+    /// Forgets everything counted for `key`: its next request is decided as a new key's (a full
+    /// bucket, empty windows). Returns whether the key was still being limited now; an absent or
+    /// idle key has nothing to forget (`false`). The key's slot becomes free for another key,
+    /// as an idle key's is.
+    ///
+    /// For an operator's or an application's decision (a user who logged in successfully, a
+    /// client unblocked by hand), not for the request path. A decision racing it is counted
+    /// either before the reset (and forgotten) or after it (and kept).
+    pub fn reset(&self, key: &K) -> bool {
+        self.reset_at(key, self.clock.now())
+    }
+
+    /// [`reset`](Self::reset), with "still being limited" judged at a time the caller supplies.
+    pub fn reset_at(&self, key: &K, now: Timestamp) -> bool {
+        let (shard, home, fingerprint) = self.locate(key);
+        // As in `refund_n_at`: a key moved away mid-update was reclaimed, so idle; it is looked
+        // up again, and once absent there is nothing to forget.
+        while let Some(found) = shard.find(fingerprint, home) {
+            let mut limiting = false;
+            let reset = |state| reset_step(&self.algorithm, state, now, &mut limiting);
+            if shard.update(found, reset).is_ok() {
+                return limiting;
             }
         }
         false

@@ -3,16 +3,17 @@
 //! never seen.
 //!
 //! Random traces of requests (a key from a set of 1 to 8, a step of the clock, never backwards,
-//! a weight from 0 to the capacity) run through a `KeyedLimiter` on a `ManualClock` and through
-//! the reference:
+//! a weight from 0 to the capacity, one request in ten preceded by a `reset` of its key) run
+//! through a `KeyedLimiter` on a `ManualClock` and through the reference, where a reset makes
+//! the key's state `FRESH_STATE` and answers whether the state it replaced was not idle:
 //!
 //! - in a table with room for every key, every decision equals the reference's exactly, and
 //!   every peek equals the check after it;
 //! - in a table for 1 to 4 keys, where keys must be forgotten to make room, a key is forgotten
 //!   only when its state is idle, and an idle state decides exactly like a fresh one, so every
-//!   tracked decision still equals the reference's (on the key's own, never reset, state); a key
-//!   is refused for room (`TableFull`, or `AllowedUntracked` with `Admit`) only when it carries
-//!   no debt itself and every slot holds another key that does.
+//!   tracked decision still equals the reference's (on the key's own state, which being
+//!   forgotten never resets); a key is refused for room (`TableFull`, or `AllowedUntracked` with
+//!   `Admit`) only when it carries no debt itself and every slot holds another key that does.
 
 mod keyed_common;
 
@@ -57,6 +58,8 @@ struct Op {
     weight: u64,
     /// Use the `_at` forms with an explicit time instead of the clock.
     at: bool,
+    /// Reset the key first (roomy tables only).
+    reset: bool,
 }
 
 fn setup() -> impl Strategy<Value = Setup> {
@@ -91,14 +94,20 @@ fn ops(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
         1 => 2_000u64..=5_000,
     ];
     proptest::collection::vec(
-        (any::<u8>(), step, any::<u64>(), proptest::bool::weighted(0.2)).prop_map(
-            |(key, step, weight, at)| Op {
+        (
+            any::<u8>(),
+            step,
+            any::<u64>(),
+            proptest::bool::weighted(0.2),
+            proptest::bool::weighted(0.1),
+        )
+            .prop_map(|(key, step, weight, at, reset)| Op {
                 key,
                 step,
                 weight,
                 at,
-            },
-        ),
+                reset,
+            }),
         1..=max_len,
     )
 }
@@ -186,6 +195,21 @@ fn roomy<A: Algorithm + Debug>(
         clock.set(ts(now));
         let key = key_of(op, keys);
         let cost = op.weight % (capacity_units + 1);
+        if op.reset {
+            let limiting = if op.at {
+                limiter.reset_at(&key, ts(now))
+            } else {
+                limiter.reset(&key)
+            };
+            prop_assert_eq!(
+                limiting,
+                !reference.is_idle(key, ts(now)),
+                "op {}: reset of key {}",
+                i,
+                key
+            );
+            reference.states.insert(key, FRESH_STATE);
+        }
         let len = limiter.len();
         let expected = reference.decide(key, ts(now), cost);
         let peeked = if op.at {
@@ -263,6 +287,21 @@ fn tight<A: Algorithm + Debug>(
         clock.set(ts(now));
         let key = key_of(op, keys);
         let cost = op.weight % (capacity_units + 1);
+        if op.reset {
+            let limiting = if op.at {
+                limiter.reset_at(&key, ts(now))
+            } else {
+                limiter.reset(&key)
+            };
+            prop_assert_eq!(
+                limiting,
+                !reference.is_idle(key, ts(now)),
+                "op {}: reset of key {}",
+                i,
+                key
+            );
+            reference.states.insert(key, FRESH_STATE);
+        }
         let len = limiter.len();
         let expected = reference.decide(key, ts(now), cost);
         let peeked = if op.at {

@@ -134,6 +134,22 @@ impl<C: Clock> LogLimiter<C> {
         Ok(self.log.decide(&lock(&self.ring), now.as_nanos(), cost).decision)
     }
 
+    /// Forgets every admission recorded so far: the log is empty again, as a new limiter's.
+    /// Returns whether it was still limiting now (an admission still in the window). See
+    /// [`DirectLimiter::reset`](crate::DirectLimiter::reset).
+    pub fn reset(&self) -> bool {
+        self.reset_at(self.clock.now())
+    }
+
+    /// [`reset`](Self::reset), with "still limiting" judged at a time the caller supplies.
+    pub fn reset_at(&self, now: Timestamp) -> bool {
+        let mut ring = lock(&self.ring);
+        let limiting = !self.log.is_idle(&ring, now.as_nanos());
+        // Empty, not only idle: a clock that later reads earlier than `now` finds nothing either.
+        ring.clear();
+        limiting
+    }
+
     /// The heaviest request that can ever pass: the limit.
     pub fn capacity(&self) -> u64 {
         self.log.limit

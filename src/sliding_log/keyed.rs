@@ -193,6 +193,20 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         Ok(self.peek_decision(key, now, cost))
     }
 
+    /// Forgets every admission recorded for `key`: its next request is decided as a new key's.
+    /// Returns whether the key was still being limited now; an absent or idle key has nothing
+    /// to forget (`false`). The emptied log's slot becomes free for another key, as an idle
+    /// key's is. See [`KeyedLimiter::reset`](crate::KeyedLimiter::reset).
+    pub fn reset(&self, key: &K) -> bool {
+        self.reset_at(key, self.clock.now())
+    }
+
+    /// [`reset`](Self::reset), with "still being limited" judged at a time the caller supplies.
+    pub fn reset_at(&self, key: &K, now: Timestamp) -> bool {
+        let (shard, home, fingerprint) = self.locate(key);
+        shard.reset(&self.log, fingerprint, home, now.as_nanos())
+    }
+
     /// Keys held in the table (including idle ones not yet reused; a slot reused for another key
     /// counts once). Exact when no insert is in flight.
     pub fn len(&self) -> usize {

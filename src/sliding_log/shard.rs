@@ -282,6 +282,22 @@ impl LogShard {
         soonest
     }
 
+    /// Empties the key's log if the key is present; whether it still limited at `now` (`false`
+    /// for an absent key). The emptied log is idle: its slot may go to another key.
+    pub(super) fn reset(&self, log: &SlidingLog, fingerprint: u64, home: usize, now: u64) -> bool {
+        while let Some(index) = self.find(fingerprint, home) {
+            let mut ring = lock(&self.slots[index].ring);
+            // Under the slot's lock the tag cannot change (every write of it holds both locks).
+            // Another key's now: this one was reclaimed (so idle) or moved; look again.
+            if held(self.tag(index)) == member(fingerprint) {
+                let limiting = !log.is_idle(&ring, now);
+                ring.clear();
+                return limiting;
+            }
+        }
+        false
+    }
+
     /// What `decide` would answer, recording and inserting nothing: the key's log's answer if
     /// present, else a fresh log's if the key would find room, else `None` (the table is full
     /// for it).
