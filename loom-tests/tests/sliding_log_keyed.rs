@@ -13,8 +13,9 @@
 //! Twins (`tollgate::LogFaults`), each the shipped table with one step of its locking left out:
 //! `insert_unlocked` (new keys inserted without the shard's insert lock), `reclaim_busy` (a log
 //! with a unit in the window reused), `skip_key_recheck` (a decision that found its key's slot
-//! does not check, under the slot's lock, that the slot is still its key's), and
-//! `unlock_before_record` (the slot's lock released between deciding and recording).
+//! does not check, under the slot's lock, that the slot is still its key's; the same for a
+//! `reset`, in its own model at the end), and `unlock_before_record` (the slot's lock released
+//! between deciding and recording).
 //!
 //! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
 //! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
@@ -22,8 +23,10 @@
 
 use std::sync::OnceLock;
 
-use loom_tests::{ms, LogModel, LogRequest, Placement};
-use tollgate::{LogFaults, Outcome, Quota, SlidingLog};
+use loom::sync::Arc;
+use loom::thread;
+use loom_tests::{assert_violation, ms, LogModel, LogRequest, Placement};
+use tollgate::{KeyedLogLimiter, LogFaults, ManualClock, Outcome, Quota, SlidingLog};
 
 /// One key per table: 2 slots.
 const CAPACITY: usize = 1;
@@ -261,4 +264,58 @@ fn three_threads_charge_one_key_as_some_sequential_order() -> Result {
 fn three_threads_unlocked_record_twin_is_rejected() -> Result {
     same_present_key(3)?.assert_rejected(LogFaults::NONE.unlock_before_record());
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A reset racing the reuse of the key's slot
+// ---------------------------------------------------------------------------------------------
+
+/// Limit 1 per second; `A` admitted at 0 s (slot 0), `F` at 0.9 s (slot 1). At 1.2 s `A` is
+/// idle: thread 1 resets `A` while thread 2's new key `B` takes `A`'s slot and records a unit in
+/// it. The reset finds nothing of `A` to forget in either order, and must not empty `B`'s log:
+/// afterwards `B` is refused at 1.3 s (its own unit), `F` too. Without the reset's check, under
+/// the slot's lock, that the slot is still `A`'s, loom finds the reset emptying `B`'s log.
+fn reset_during_reuse(faults: LogFaults) {
+    let keys = keys();
+    let log = per_second(1).expect("a valid log");
+    let limiter = Arc::new(
+        KeyedLogLimiter::with_clock(log, CAPACITY, ManualClock::new())
+            .expect("a valid table")
+            .with_faults(faults),
+    );
+    assert!(limiter.check_at(&keys.a, ms(0)).is_allowed());
+    assert!(limiter.check_at(&keys.f, ms(900)).is_allowed());
+    let resetter = {
+        let limiter = Arc::clone(&limiter);
+        thread::spawn(move || limiter.reset_at(&keys.a, ms(1200)))
+    };
+    assert!(
+        limiter.check_at(&keys.b, ms(1200)).is_allowed(),
+        "B takes A's idle slot"
+    );
+    let forgot = resetter.join().expect("no panic");
+    assert!(
+        !limiter.check_at(&keys.b, ms(1300)).is_allowed(),
+        "{RESET_VIOLATION}: B's unit is gone"
+    );
+    assert!(!forgot, "A was idle: nothing to forget");
+    assert!(
+        !limiter.check_at(&keys.f, ms(1300)).is_allowed(),
+        "F lost its unit"
+    );
+}
+
+/// What the reset model's twin must break.
+const RESET_VIOLATION: &str = "the reset emptied another key's log";
+
+#[test]
+fn a_reset_never_empties_the_log_of_the_key_that_took_the_slot() {
+    loom::model(|| reset_during_reuse(LogFaults::NONE));
+}
+
+#[test]
+fn a_reset_skip_key_recheck_twin_is_rejected() {
+    assert_violation(RESET_VIOLATION, "skip_key_recheck (reset)", || {
+        loom::model(|| reset_during_reuse(LogFaults::NONE.skip_key_recheck()));
+    });
 }

@@ -47,7 +47,8 @@ impl LogFaults {
         }
     }
 
-    /// Skips the keyed decision's check, under the slot's lock, that the slot is still its key's.
+    /// Skips the keyed decision's (and reset's) check, under the slot's lock, that the slot is still
+    /// its key's.
     pub const fn skip_key_recheck(self) -> LogFaults {
         LogFaults {
             skip_key_recheck: true,

@@ -204,7 +204,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// [`reset`](Self::reset), with "still being limited" judged at a time the caller supplies.
     pub fn reset_at(&self, key: &K, now: Timestamp) -> bool {
         let (shard, home, fingerprint) = self.locate(key);
-        shard.reset(&self.log, fingerprint, home, now.as_nanos())
+        shard.reset(&self.log, fingerprint, home, now.as_nanos(), self.faults())
     }
 
     /// Keys held in the table (including idle ones not yet reused; a slot reused for another key

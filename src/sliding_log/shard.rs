@@ -284,12 +284,19 @@ impl LogShard {
 
     /// Empties the key's log if the key is present; whether it still limited at `now` (`false`
     /// for an absent key). The emptied log is idle: its slot may go to another key.
-    pub(super) fn reset(&self, log: &SlidingLog, fingerprint: u64, home: usize, now: u64) -> bool {
+    pub(super) fn reset(
+        &self,
+        log: &SlidingLog,
+        fingerprint: u64,
+        home: usize,
+        now: u64,
+        faults: LogFaults,
+    ) -> bool {
         while let Some(index) = self.find(fingerprint, home) {
             let mut ring = lock(&self.slots[index].ring);
             // Under the slot's lock the tag cannot change (every write of it holds both locks).
             // Another key's now: this one was reclaimed (so idle) or moved; look again.
-            if held(self.tag(index)) == member(fingerprint) {
+            if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
                 let limiting = !log.is_idle(&ring, now);
                 ring.clear();
                 return limiting;
