@@ -39,7 +39,7 @@ mod reply;
 mod time;
 
 pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};
-pub use error::{RedisCheckError, RedisConfigError};
+pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
 pub use limiter::{
     RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,
 };

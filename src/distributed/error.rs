@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::policy::Failure;
 use crate::{CostTooLarge, Timestamp};
 
 /// A distributed limiter that tollgate refuses to build.
@@ -203,3 +204,36 @@ impl std::error::Error for RedisCheckError {
         }
     }
 }
+
+/// Why [`RedisLimiter::reset`](super::RedisLimiter::reset) could not forget a key in Redis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisResetError {
+    /// Redis did not answer within the deadline, the connection failed, or Redis answered an
+    /// error of its own: the key's state in Redis may be intact. Try again.
+    Failed(Failure),
+    /// The key lives on another node of a Redis Cluster (see
+    /// [`RedisCheckError::ClusterRedirect`]).
+    ClusterRedirect {
+        /// The key in Redis.
+        key: String,
+        /// The node the server redirected to (`host:port`), as the reply said it.
+        node: String,
+    },
+}
+
+impl fmt::Display for RedisResetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisResetError::Failed(failure) => {
+                write!(f, "the reset did not reach Redis ({failure:?}); the key's state may be intact")
+            }
+            RedisResetError::ClusterRedirect { key, node } => write!(
+                f,
+                "cluster redirect: the Redis key {key:?} lives on node {node}, and this client talks to one node and does not follow redirects (Redis Cluster is not supported)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RedisResetError {}

@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::algorithm::{Program, RedisAlgorithm};
-use super::error::{RedisCheckError, RedisConfigError};
+use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
 use super::reply;
@@ -218,6 +218,50 @@ impl RedisLimiter {
     /// The per-decision deadline.
     pub fn deadline(&self) -> Duration {
         self.deadline
+    }
+
+    /// Forgets everything counted for `key`, for the whole fleet: the next request for `key`,
+    /// from any instance, is decided as a new key's. One `DEL` of the key's state (and, for a
+    /// sliding log, of the same client's key in the log's other encoding, see
+    /// `docs/distributed.md`, "Sliding log"), and a [`FailurePolicy::reset`] of this instance's
+    /// fallback limiter, if it has one (other instances' fallbacks keep their counts). Returns
+    /// whether Redis held a state for the key: a key expires when its state becomes a fresh
+    /// key's, so one that exists is still being limited.
+    ///
+    /// For an operator's or an application's decision, not for the request path. Redis is asked
+    /// even while recent failures make decisions skip it; a reset's failure does not make them
+    /// skip it either, and its answer tells them Redis is back. A decision racing it on another
+    /// instance is counted either before the reset (and forgotten) or after it (and kept).
+    ///
+    /// # Errors
+    /// [`RedisResetError::Failed`] when Redis does not answer within the deadline, the
+    /// connection fails, or Redis answers an error (the fallback's key is forgotten all the
+    /// same); [`RedisResetError::ClusterRedirect`] as for a decision.
+    pub async fn reset(&self, key: &str) -> Result<bool, RedisResetError> {
+        let _ = self.policy.reset(key);
+        let redis_key = self.redis_key(key);
+        let mut delete = redis::cmd("DEL");
+        delete.arg(&redis_key);
+        if let Some(other) = self.program.other_suffix {
+            delete.arg(self.key_with_suffix(key, other));
+        }
+        let mut connection = self.connection.clone();
+        let answer = tokio::time::timeout(self.deadline, delete.query_async::<u64>(&mut connection)).await;
+        match answer {
+            Ok(Ok(deleted)) => {
+                self.breaker.succeeded();
+                Ok(deleted > 0)
+            }
+            Ok(Err(error)) => match classify(&error, redis_key, None) {
+                Ok(failure) => Err(RedisResetError::Failed(failure)),
+                Err(RedisCheckError::ClusterRedirect { key, node }) => {
+                    Err(RedisResetError::ClusterRedirect { key, node })
+                }
+                // `DEL` answers no error about a key's content: something else answered.
+                Err(_) => Err(RedisResetError::Failed(Failure::Reply)),
+            },
+            Err(_elapsed) => Err(RedisResetError::Failed(Failure::Timeout)),
+        }
     }
 
     async fn decide(&self, key: &str, cost: u64, peek: bool) -> Result<RedisDecision, RedisCheckError> {

@@ -57,6 +57,17 @@ impl FailurePolicy {
         }
     }
 
+    /// Forgets what this policy counted for `key` while Redis was away: the
+    /// [`Fallback`](FailurePolicy::Fallback) limiter's [`LocalFallback::reset`]. Returns whether
+    /// the key was still being limited there: always `false` for the other policies, which count
+    /// nothing.
+    pub fn reset(&self, key: &str) -> bool {
+        match self {
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => false,
+            FailurePolicy::Fallback(local) => local.reset(key),
+        }
+    }
+
     /// The answer when Redis did not give one.
     pub(crate) fn decide(
         &self,
@@ -128,6 +139,15 @@ pub trait LocalFallback: Send + Sync {
         let _ = (key, cost);
         false
     }
+
+    /// Forgets what this limiter counted for `key`, with the semantics of
+    /// [`KeyedLimiter::reset`]. Returns whether the key was still being limited. The default,
+    /// and a direct limiter (one quota shared by every key, which one key's reset must not
+    /// empty), forget nothing (`false`).
+    fn reset(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
 }
 
 impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
@@ -142,6 +162,10 @@ impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
     fn refund_n(&self, key: &str, cost: u64) -> bool {
         KeyedLimiter::refund_n(self, key, cost)
     }
+
+    fn reset(&self, key: &str) -> bool {
+        KeyedLimiter::reset(self, key)
+    }
 }
 
 impl<C: Clock> LocalFallback for KeyedLogLimiter<str, C> {
@@ -151,6 +175,10 @@ impl<C: Clock> LocalFallback for KeyedLogLimiter<str, C> {
 
     fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
         KeyedLogLimiter::peek_n(self, key, cost)
+    }
+
+    fn reset(&self, key: &str) -> bool {
+        KeyedLogLimiter::reset(self, key)
     }
 }
 

@@ -1,0 +1,181 @@
+//! `RedisLimiter::reset`: a key forgotten for the whole fleet (its state deleted in Redis, in
+//! both encodings of a sliding log) and in the instance's fallback limiter; typed errors when
+//! Redis is away.
+#![cfg(feature = "redis")]
+
+mod redis_common;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
+use tollgate::distributed::{
+    DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter, RedisResetError,
+};
+use tollgate::{
+    FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Quota, SlidingLog, SlidingWindow, Timestamp,
+    TokenBucket,
+};
+
+/// 1_700_000_040 s since the epoch plus 15 s: inside every window below, on no boundary.
+const NOW: Timestamp = Timestamp::from_secs(1_700_000_055);
+
+fn quota(text: &str) -> Quota {
+    text.parse().unwrap()
+}
+
+/// Every algorithm at a limit of 3 per second (a log of 300 too: the list encoding).
+fn algorithms() -> Vec<(&'static str, RedisAlgorithm, u64)> {
+    vec![
+        ("token bucket", TokenBucket::new(quota("3/s")).unwrap().into(), 3),
+        ("leaky bucket", LeakyBucket::new(quota("3/s")).unwrap().into(), 3),
+        ("fixed window", FixedWindow::new(quota("3/s")).unwrap().into(), 3),
+        (
+            "sliding window",
+            SlidingWindow::new(quota("3/s")).unwrap().into(),
+            3,
+        ),
+        ("sliding log", SlidingLog::new(quota("3/s")).unwrap().into(), 3),
+        (
+            "sliding log as a list",
+            SlidingLog::new(quota("300/s")).unwrap().into(),
+            300,
+        ),
+    ]
+}
+
+/// Requests of weight 1 for `key` admitted by Redis at the clock's frozen time, out of `asked`.
+async fn admitted(limiter: &RedisLimiter, key: &str, asked: u64) -> u64 {
+    let mut admitted = 0;
+    for _ in 0..asked {
+        let answer = limiter.check(key).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis);
+        admitted += u64::from(answer.is_allowed());
+    }
+    admitted
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_key_is_decided_as_a_new_one_and_only_it() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let clock = ManualClock::starting_at(NOW);
+    for (name, algorithm, limit) in algorithms() {
+        let limiter = client_time_limiter(&server, algorithm, &clock, "reset:").await;
+        assert_eq!(limiter.reset("k").await, Ok(false), "{name}: an absent key");
+        for key in ["k", "other"] {
+            assert_eq!(admitted(&limiter, key, limit + 1).await, limit, "{name}: {key}");
+        }
+        assert_eq!(limiter.reset("k").await, Ok(true), "{name}");
+        let exists: bool = raw.exists(limiter.redis_key("k")).await.unwrap();
+        assert!(!exists, "{name}: the state is deleted");
+        assert_eq!(limiter.reset("k").await, Ok(false), "{name}: nothing left");
+        assert_eq!(
+            admitted(&limiter, "k", limit + 1).await,
+            limit,
+            "{name}: a new key's quota"
+        );
+        assert_eq!(
+            admitted(&limiter, "other", 1).await,
+            0,
+            "{name}: the other key keeps its count"
+        );
+        let _: () = raw
+            .del(&[limiter.redis_key("k"), limiter.redis_key("other")])
+            .await
+            .unwrap();
+    }
+}
+
+/// A sliding log's state may sit in the other encoding's key (written while the quota was on the
+/// other side of 256, `docs/distributed.md`, "Sliding log"): a reset deletes both.
+#[tokio::test(flavor = "current_thread")]
+async fn a_log_reset_deletes_both_encodings() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let clock = ManualClock::starting_at(NOW);
+    let as_list =
+        client_time_limiter(&server, SlidingLog::new(quota("300/s")).unwrap(), &clock, "both:").await;
+    let packed = client_time_limiter(&server, SlidingLog::new(quota("3/s")).unwrap(), &clock, "both:").await;
+    assert_ne!(as_list.redis_key("k"), packed.redis_key("k"));
+    assert_eq!(admitted(&as_list, "k", 5).await, 5);
+    // The packed log counts the list's units: the quota went down to 3.
+    assert_eq!(admitted(&packed, "k", 1).await, 0);
+    assert_eq!(packed.reset("k").await, Ok(true));
+    for key in [as_list.redis_key("k"), packed.redis_key("k")] {
+        let exists: bool = raw.exists(&key).await.unwrap();
+        assert!(!exists, "{key} is deleted");
+    }
+    assert_eq!(admitted(&packed, "k", 4).await, 3);
+}
+
+/// With Redis away, a reset is an error that says so, and the instance's fallback forgets the key
+/// all the same; once Redis is back, resets reach it again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_without_redis_is_an_error_and_still_resets_the_fallback() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::starting_at(NOW);
+    let bucket = TokenBucket::new(quota("3/s")).unwrap();
+    let fallback = KeyedLimiter::<str, _, _>::with_clock(bucket, 100, clock.clone()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), bucket, FailurePolicy::fallback(fallback))
+        .client_time(clock.clone())
+        .deadline(Duration::from_millis(300))
+        .probe_interval(Duration::from_millis(1))
+        .connect()
+        .await
+        .unwrap();
+    server.kill();
+    let mut by_fallback = 0;
+    for _ in 0..4 {
+        let answer = limiter.check("k").await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Fallback);
+        by_fallback += u64::from(answer.is_allowed());
+    }
+    assert_eq!(by_fallback, 3, "the fallback's own quota");
+
+    let reset = tokio::time::timeout(Duration::from_secs(5), limiter.reset("k"))
+        .await
+        .expect("a reset waits at most its deadline");
+    assert!(
+        matches!(
+            reset,
+            Err(RedisResetError::Failed(Failure::Connection | Failure::Timeout))
+        ),
+        "{reset:?}"
+    );
+    let answer = limiter.check("k").await.unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::Fallback);
+    assert!(answer.is_allowed(), "the fallback forgot the key");
+
+    server.restart();
+    let back = async {
+        loop {
+            if let Ok(found) = limiter.reset("k").await {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let found = tokio::time::timeout(Duration::from_secs(20), back)
+        .await
+        .expect("resets reach Redis again once it is back");
+    assert!(!found, "the restarted server is empty");
+}
+
+/// `FailOpen` and `FailClosed` count nothing locally: a reset through them is Redis's answer.
+#[tokio::test(flavor = "current_thread")]
+async fn the_policies_without_a_local_count_forget_nothing_locally() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(NOW);
+    let algorithm = FixedWindow::new(quota("3/s")).unwrap();
+    assert!(!FailurePolicy::FailOpen.reset("k"));
+    let closed = FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    };
+    assert!(!closed.reset("k"));
+    let limiter =
+        client_time_limiter_with(&server, algorithm, &clock, "open:", FailurePolicy::FailOpen).await;
+    assert_eq!(admitted(&limiter, "k", 3).await, 3);
+    assert_eq!(limiter.reset("k").await, Ok(true));
+    assert_eq!(admitted(&limiter, "k", 4).await, 3);
+}
