@@ -31,10 +31,10 @@ use crossbeam_utils::CachePadded;
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{CoarseClock, PreciseClock};
-use tollgate_peers::timing::{decide_direct, decide_in_turn, in_threads};
+use tollgate_peers::timing::in_threads;
 use tollgate_peers::{
-    tollgate_token_bucket, Direct, DirectContender, GovernorDirect, GovernorKeyed, Keyed, KeyedContender,
-    RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed,
+    tollgate_token_bucket, Direct, DirectContender, DirectLoops, GovernorDirect, GovernorKeyed, Keyed,
+    KeyedContender, KeyedLoops, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed,
 };
 
 /// Thread counts of every scenario.
@@ -56,7 +56,7 @@ fn direct_shared<T: DirectContender + Sync>(group: &mut BenchmarkGroup<'_, WallT
         group.bench_function(BenchmarkId::new(name, threads), |b| {
             b.iter_custom(|iters| {
                 let limiter = contender.allowed();
-                let elapsed = in_threads(threads, |_| decide_direct(&limiter, iters));
+                let elapsed = in_threads(threads, |_| limiter.decide_direct(iters));
                 assert_admitted(name, &limiter);
                 elapsed
             })
@@ -73,7 +73,7 @@ fn direct_distinct<T: DirectContender + Sync>(group: &mut BenchmarkGroup<'_, Wal
                 let limiters: Vec<_> = (0..threads)
                     .map(|_| CachePadded::new(contender.allowed()))
                     .collect();
-                let elapsed = in_threads(threads, |thread| decide_direct(&*limiters[thread], iters));
+                let elapsed = in_threads(threads, |thread| limiters[thread].decide_direct(iters));
                 for limiter in &limiters {
                     assert_admitted(name, &**limiter);
                 }
@@ -89,7 +89,7 @@ fn keyed_shared<C: KeyedContender + Sync>(group: &mut BenchmarkGroup<'_, WallTim
         group.bench_function(BenchmarkId::new(C::NAME, threads), |b| {
             b.iter_custom(|iters| {
                 let limiter = contender.filled(TABLE, 1);
-                let elapsed = in_threads(threads, |_| decide_in_turn(&limiter, iters, 0, 1));
+                let elapsed = in_threads(threads, |_| limiter.decide_in_turn(iters, 0, 1));
                 keyed_admitted::<C>(&limiter);
                 elapsed
             })
@@ -104,7 +104,7 @@ fn keyed_distinct<C: KeyedContender + Sync>(group: &mut BenchmarkGroup<'_, WallT
             b.iter_custom(|iters| {
                 let limiter = contender.filled(TABLE, KEYS_PER_THREAD * threads as u64);
                 let elapsed = in_threads(threads, |thread| {
-                    decide_in_turn(&limiter, iters, thread as u64 * KEYS_PER_THREAD, KEYS_PER_THREAD)
+                    limiter.decide_in_turn(iters, thread as u64 * KEYS_PER_THREAD, KEYS_PER_THREAD)
                 });
                 keyed_admitted::<C>(&limiter);
                 elapsed

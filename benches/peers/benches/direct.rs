@@ -26,12 +26,14 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
-use tollgate::{Clock, CoarseClock, PreciseClock};
-use tollgate_peers::timing::decide_direct;
+use tollgate::{
+    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, PreciseClock, SlidingWindow,
+    TokenBucket,
+};
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
-    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
     GovernorDirect, InstantRead, MinimalGcra, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog,
     ALLOWED_RUN,
 };
@@ -68,7 +70,7 @@ fn contender<T: DirectContender>(group: &mut BenchmarkGroup<'_, WallTime>, conte
             timed_in_chunks(
                 iters,
                 || contender.allowed(),
-                decide_direct,
+                DirectLoops::decide_direct,
                 |limiter| {
                     let answer = limiter.check();
                     assert!(
@@ -91,18 +93,28 @@ fn contender<T: DirectContender>(group: &mut BenchmarkGroup<'_, WallTime>, conte
     refused(&limiter);
     group.bench_function(BenchmarkId::new(name, "denied"), |b| {
         b.iter_custom(|iters| {
-            let elapsed = decide_direct(&limiter, iters);
+            let elapsed = limiter.decide_direct(iters);
             refused(&limiter);
             elapsed
         })
     });
 }
 
-fn floor_row<L: Direct>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, limiter: L) {
-    group.bench_function(name, |b| b.iter_custom(|iters| decide_direct(&limiter, iters)));
+fn floor_row<L: DirectLoops>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, limiter: L) {
+    group.bench_function(name, |b| b.iter_custom(|iters| limiter.decide_direct(iters)));
 }
 
-fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C) {
+/// The floors on one tollgate clock (each type's loop compiled once, in `tollgate_peers`).
+fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
+where
+    ClockRead<C>: DirectLoops,
+    ClockReadLoadCas<C>: DirectLoops,
+    ClockReadHashLoadCas16<C>: DirectLoops,
+    ClockReadHashLoadTagCas8<C>: DirectLoops,
+    ClockReadHashPlaceLoadCas16<C>: DirectLoops,
+    ClockReadHashPlaceLoadTagCas8<C>: DirectLoops,
+    MinimalGcra<C>: DirectLoops,
+{
     floor_row(group, "floor/clock_read", ClockRead(clock.clone()));
     floor_row(
         group,
@@ -132,7 +144,15 @@ fn floors<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
     floor_row(group, "floor/minimal_gcra", MinimalGcra::new(clock.clone()));
 }
 
-fn tollgate_rows<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C) {
+/// tollgate's direct limiters on one clock (each type's loop compiled once, in `tollgate_peers`).
+fn tollgate_rows<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
+where
+    DirectLimiter<TokenBucket, C>: DirectLoops,
+    DirectLimiter<LeakyBucket, C>: DirectLoops,
+    DirectLimiter<FixedWindow, C>: DirectLoops,
+    DirectLimiter<SlidingWindow, C>: DirectLoops,
+    LogLimiter<C>: DirectLoops,
+{
     contender(group, &tollgate_token_bucket(clock.clone()));
     contender(group, &tollgate_leaky_bucket(clock.clone()));
     contender(group, &tollgate_fixed_window(clock.clone()));

@@ -37,9 +37,8 @@ use criterion::{
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{CoarseClock, PreciseClock};
-use tollgate_peers::timing::{decide_each_once, decide_in_sequence, decide_in_turn};
 use tollgate_peers::zipf::zipf_sequence;
-use tollgate_peers::{GovernorKeyed, Keyed, KeyedContender, TollgateKeyed};
+use tollgate_peers::{GovernorKeyed, Keyed, KeyedContender, KeyedLoops, TollgateKeyed};
 
 /// The table the hot-key scenario runs in: built for this many keys.
 const SMALL_TABLE: usize = 10_000;
@@ -65,7 +64,7 @@ fn hot_key<C: KeyedContender>(group: &mut BenchmarkGroup<'_, WallTime>, contende
     group.bench_function(BenchmarkId::new(C::NAME, "1_key"), |b| {
         let limiter = limiter.get_or_init(|| contender.filled(SMALL_TABLE, 1));
         b.iter_custom(|iters| {
-            let elapsed = decide_in_turn(limiter, iters, 0, 1);
+            let elapsed = limiter.decide_in_turn(iters, 0, 1);
             still_admitted(C::NAME, limiter, 0);
             elapsed
         })
@@ -78,7 +77,7 @@ fn round_robin<C: KeyedContender>(group: &mut BenchmarkGroup<'_, WallTime>, cont
     group.bench_function(BenchmarkId::new(C::NAME, keys), |b| {
         let limiter = limiter.get_or_init(|| contender.filled(keys as usize, keys));
         b.iter_custom(|iters| {
-            let elapsed = decide_in_turn(limiter, iters, 0, keys);
+            let elapsed = limiter.decide_in_turn(iters, 0, keys);
             still_admitted(C::NAME, limiter, 0);
             elapsed
         })
@@ -97,7 +96,7 @@ fn zipf<C: KeyedContender>(
         let limiter = limiter.get_or_init(|| contender.filled(keys as usize, keys));
         let mut position = 0;
         b.iter_custom(|iters| {
-            let elapsed = decide_in_sequence(limiter, iters, sequence, &mut position);
+            let elapsed = limiter.decide_in_sequence(iters, sequence, &mut position);
             still_admitted(C::NAME, limiter, sequence[0]);
             elapsed
         })
@@ -124,7 +123,7 @@ fn insert<C: KeyedContender>(group: &mut BenchmarkGroup<'_, WallTime>, contender
                 for _ in 0..fills {
                     let start = Instant::now();
                     let limiter = black_box(contender.build(INSERT_CAPACITY as usize));
-                    decide_each_once(&limiter, INSERT_CAPACITY);
+                    limiter.decide_each_once(INSERT_CAPACITY);
                     total += start.elapsed();
                     assert_eq!(
                         limiter.keys() as u64,

@@ -25,6 +25,7 @@ use tollgate::{
 
 use crate::keyed::{governor_quota, tollgate_bucket, BURST};
 use crate::seed_bucket::MutexTokenBucket;
+use crate::timing::DirectLoops;
 
 /// Decisions an allowed-path limiter admits in a row from fresh, at the least. (The token buckets
 /// of every implementation, tollgate's leaky bucket, governor, ratelimit and the seed baseline
@@ -49,8 +50,8 @@ pub trait Direct: Sync {
 
 /// One implementation, configured once: how to build its limiter for each path.
 pub trait DirectContender {
-    /// The limiter it builds.
-    type Limiter: Direct;
+    /// The limiter it builds, with its timed loop compiled in this crate.
+    type Limiter: DirectLoops;
 
     /// The row name (`tollgate_token_bucket`, `governor`, ...).
     fn name(&self) -> &str;
@@ -86,7 +87,10 @@ pub struct TollgateDirect<A, C> {
     seed: fn(&DirectLimiter<A, C>),
 }
 
-impl<A: Algorithm + Copy, C: Clock + Clone> DirectContender for TollgateDirect<A, C> {
+impl<A: Algorithm + Copy, C: Clock + Clone> DirectContender for TollgateDirect<A, C>
+where
+    DirectLimiter<A, C>: DirectLoops,
+{
     type Limiter = DirectLimiter<A, C>;
 
     fn name(&self) -> &str {
@@ -194,7 +198,10 @@ impl<C: Clock> Direct for LogLimiter<C> {
 #[derive(Debug)]
 pub struct TollgateLog<C>(pub C);
 
-impl<C: Clock + Clone> DirectContender for TollgateLog<C> {
+impl<C: Clock + Clone> DirectContender for TollgateLog<C>
+where
+    LogLimiter<C>: DirectLoops,
+{
     type Limiter = LogLimiter<C>;
 
     fn name(&self) -> &str {
@@ -241,6 +248,7 @@ pub struct GovernorDirect<C>(pub C);
 impl<C: GovernorClock + Clone + Sync> DirectContender for GovernorDirect<C>
 where
     C::Instant: Sync,
+    GovernorDirectLimiter<C>: DirectLoops,
 {
     type Limiter = GovernorDirectLimiter<C>;
 
@@ -311,7 +319,10 @@ impl<RC> RatelimitDirect<RC> {
     }
 }
 
-impl<RC: ratelimit::Clock + Sync> DirectContender for RatelimitDirect<RC> {
+impl<RC: ratelimit::Clock + Sync> DirectContender for RatelimitDirect<RC>
+where
+    ratelimit::Ratelimiter<RC>: DirectLoops,
+{
     type Limiter = ratelimit::Ratelimiter<RC>;
 
     fn name(&self) -> &str {

@@ -14,6 +14,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use tollgate::{Clock, KeyedLimiter, Outcome, TokenBucket};
 
+use crate::timing::KeyedLoops;
+
 /// The burst of the shared quota: decisions a key may take before it is refused.
 pub const BURST: u32 = 1_000_000_000;
 
@@ -120,8 +122,8 @@ where
 
 /// One keyed implementation on one clock: how to build its limiter.
 pub trait KeyedContender {
-    /// The limiter it builds.
-    type Limiter: Keyed;
+    /// The limiter it builds, with its timed loops compiled in this crate.
+    type Limiter: KeyedLoops;
 
     /// The implementation's name, the first half of every benchmark id.
     const NAME: &'static str;
@@ -188,7 +190,10 @@ impl<C> TollgateKeyed<C> {
     }
 }
 
-impl<C: Clock + Clone> KeyedContender for TollgateKeyed<C> {
+impl<C: Clock + Clone> KeyedContender for TollgateKeyed<C>
+where
+    Tollgate<C>: KeyedLoops,
+{
     type Limiter = Tollgate<C>;
     const NAME: &'static str = "tollgate";
 
@@ -227,6 +232,7 @@ impl<C> GovernorKeyed<C> {
 impl<C: GovernorClock + Clone + Sync> KeyedContender for GovernorKeyed<C>
 where
     C::Instant: Sync,
+    Governor<C>: KeyedLoops,
 {
     type Limiter = Governor<C>;
     const NAME: &'static str = "governor";

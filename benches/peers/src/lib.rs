@@ -8,10 +8,13 @@
 //!
 //! Every scenario is written once, against one of two small traits: [`Direct`] (a single-key
 //! limiter, built for each path by a [`DirectContender`]) and [`Keyed`] (a limiter over `u64`
-//! keys). The timed loops are in [`timing`], the Zipf-like key order in [`zipf`].
+//! keys). The timed loops are in [`timing`], reached through [`DirectLoops`] and [`KeyedLoops`]
+//! and compiled once, here, for every limiter type (`src/compiled_loops.rs`); the Zipf-like key
+//! order is in [`zipf`].
 //!
 //! Run everything, and regenerate `docs/benchmarks.md`'s tables and pictures: `benches/run`.
 
+mod compiled_loops;
 mod direct;
 mod floor;
 mod keyed;
@@ -33,3 +36,4 @@ pub use keyed::{
     KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
 };
 pub use seed_bucket::{MutexTokenBucket, SeedTokenBucket};
+pub use timing::{DirectLoops, KeyedLoops};

@@ -1,13 +1,31 @@
-//! The timed loops every scenario runs, written once.
+//! The timed loops every scenario runs, written once and compiled once.
 //!
-//! Every loop is `#[inline(never)]`: within one benchmark binary, each row, on the main thread or
-//! a spawned one, runs the same loop compiled once per limiter type, so no row's code generation
-//! depends on its call site. (An earlier version, with the loop inlined into the main-thread
-//! closures, measured tollgate's hot key at 34 ns there and 16 ns in a one-thread row on a spawned
-//! thread.) Each benchmark binary (`direct`, `keyed`, `contention`, `instructions`) compiles the
-//! loops on its own, though, and how a peer's code is inlined into them can differ between
-//! binaries: `benches/report.py` compares every one-thread contention row with the same
-//! implementation's single-thread row and does not settle a verdict on a pair that differs.
+//! Every loop is `#[inline(never)]`: each row, on the main thread or a spawned one, runs the same
+//! loop, so no row's code generation depends on its call site. (An earlier version, with the loop
+//! inlined into the main-thread closures, measured tollgate's hot key at 34 ns there and 16 ns in
+//! a one-thread row on a spawned thread.)
+//!
+//! Every binary (`direct`, `keyed`, `contention`, `instructions`, `distinct_density`) also runs
+//! the same machine code for a given limiter type. The binaries reach the loops only through
+//! [`DirectLoops`] and [`KeyedLoops`], whose implementations (`src/compiled_loops.rs`) are
+//! non-generic `#[inline(never)]` methods, one per concrete limiter type, each calling the generic
+//! loop below: rustc codegens those methods, and the loop instance each calls, in this library
+//! crate alone, and every binary links that one copy. (When the binaries called the generic loops
+//! themselves, each instantiated and optimized its own copy: governor's one-thread coarse direct
+//! loop took 11.1 ns in `contention` and 5.19 ns in `direct`, the two compiled loops 0x119 and
+//! 0x143 bytes.) `check()` is still statically dispatched and inlined into the loop as before;
+//! the one added call is per timed run, not per decision.
+//!
+//! Two conditions keep this true. No LTO (the workspace's `release` and `bench` profiles have
+//! none): LTO would let each binary re-optimize this crate's code. And one build of this crate:
+//! a command that builds a probe without any bench target resolves features without the
+//! dev-dependencies and compiles a second `tollgate-peers`, so `benches/run` builds the probes
+//! with `--benches`. `benches/loop_code.py` shows whether the binaries' loops are the same code
+//! (`docs/benchmarks.md`, "Threads"), and `benches/report.py` still compares every one-thread
+//! contention row with the same implementation's single-thread row.
+//!
+//! A limiter type no binary has timed yet needs one line in `src/compiled_loops.rs`; without it,
+//! a scenario over that type does not compile.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -15,9 +33,28 @@ use std::time::{Duration, Instant};
 
 use crate::{Direct, Keyed};
 
+/// A direct limiter whose timed loop is compiled once, in this crate.
+pub trait DirectLoops: Direct {
+    /// Times `iters` decisions of `self`.
+    fn decide_direct(&self, iters: u64) -> Duration;
+}
+
+/// A keyed limiter whose timed loops are compiled once, in this crate.
+pub trait KeyedLoops: Keyed {
+    /// Times `iters` decisions for the keys `first..first + count`, in turn.
+    fn decide_in_turn(&self, iters: u64, first: u64, count: u64) -> Duration;
+
+    /// Times `iters` decisions for the keys of `sequence` (not empty), in order, starting at
+    /// `*position` and wrapping; leaves `*position` where the next run should start.
+    fn decide_in_sequence(&self, iters: u64, sequence: &[u64], position: &mut usize) -> Duration;
+
+    /// Times one decision for each of the keys `0..keys`.
+    fn decide_each_once(&self, keys: u64) -> Duration;
+}
+
 /// Times `iters` decisions of `limiter`.
 #[inline(never)]
-pub fn decide_direct<L: Direct>(limiter: &L, iters: u64) -> Duration {
+pub(crate) fn decide_direct<L: Direct>(limiter: &L, iters: u64) -> Duration {
     let start = Instant::now();
     for _ in 0..iters {
         black_box(limiter.check());
@@ -27,7 +64,7 @@ pub fn decide_direct<L: Direct>(limiter: &L, iters: u64) -> Duration {
 
 /// Times `iters` decisions for the keys `first..first + count`, in turn.
 #[inline(never)]
-pub fn decide_in_turn<L: Keyed>(limiter: &L, iters: u64, first: u64, count: u64) -> Duration {
+pub(crate) fn decide_in_turn<L: Keyed>(limiter: &L, iters: u64, first: u64, count: u64) -> Duration {
     let end = first + count;
     let mut key = first;
     let start = Instant::now();
@@ -44,7 +81,7 @@ pub fn decide_in_turn<L: Keyed>(limiter: &L, iters: u64, first: u64, count: u64)
 /// Times `iters` decisions for the keys of `sequence` (not empty), in order, starting at
 /// `*position` and wrapping; leaves `*position` where the next run should start.
 #[inline(never)]
-pub fn decide_in_sequence<L: Keyed>(
+pub(crate) fn decide_in_sequence<L: Keyed>(
     limiter: &L,
     iters: u64,
     sequence: &[u64],
@@ -66,7 +103,7 @@ pub fn decide_in_sequence<L: Keyed>(
 
 /// Times one decision for each of the keys `0..keys`.
 #[inline(never)]
-pub fn decide_each_once<L: Keyed>(limiter: &L, keys: u64) -> Duration {
+pub(crate) fn decide_each_once<L: Keyed>(limiter: &L, keys: u64) -> Duration {
     let start = Instant::now();
     for key in 0..keys {
         black_box(limiter.check(black_box(&key)));

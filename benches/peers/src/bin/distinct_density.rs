@@ -18,14 +18,17 @@
 use std::time::Duration;
 
 use tollgate::{Clock, CoarseClock, PreciseClock};
-use tollgate_peers::timing::{decide_in_turn, in_threads};
-use tollgate_peers::tollgate;
+use tollgate_peers::timing::in_threads;
+use tollgate_peers::{tollgate, KeyedLoops, Tollgate};
 
 const KEYS_PER_THREAD: u64 = 1_000;
 const TABLES: [usize; 3] = [10_000, 100_000, 1_000_000];
 
 /// ns per decision per thread, `threads` threads on their own keys of a fresh table.
-fn per_decision<C: Clock + Clone + Sync>(clock: &C, table: usize, threads: usize, decisions: u64) -> f64 {
+fn per_decision<C: Clock + Clone + Sync>(clock: &C, table: usize, threads: usize, decisions: u64) -> f64
+where
+    Tollgate<C>: KeyedLoops,
+{
     let limiter = tollgate(table, clock.clone());
     for key in 0..KEYS_PER_THREAD * threads as u64 {
         assert!(
@@ -34,12 +37,7 @@ fn per_decision<C: Clock + Clone + Sync>(clock: &C, table: usize, threads: usize
         );
     }
     let run: Duration = in_threads(threads, |thread| {
-        decide_in_turn(
-            &limiter,
-            decisions,
-            thread as u64 * KEYS_PER_THREAD,
-            KEYS_PER_THREAD,
-        )
+        limiter.decide_in_turn(decisions, thread as u64 * KEYS_PER_THREAD, KEYS_PER_THREAD)
     });
     run.as_nanos() as f64 / decisions as f64
 }
@@ -50,7 +48,10 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 /// One clock's rows: every round over every table, then the medians.
-fn rows<C: Clock + Clone + Sync>(name: &str, clock: C, rounds: usize, decisions: u64) {
+fn rows<C: Clock + Clone + Sync>(name: &str, clock: C, rounds: usize, decisions: u64)
+where
+    Tollgate<C>: KeyedLoops,
+{
     let mut scalings = vec![Vec::new(); TABLES.len()];
     for round in 0..rounds {
         for (column, &table) in TABLES.iter().enumerate() {

@@ -1,16 +1,20 @@
 //! Runs one single-threaded scenario's decisions through the benchmarks' own timed loops
-//! (`tollgate_peers::timing::decide_*`), for counting instructions under callgrind:
+//! (`tollgate_peers::timing::decide_*`, compiled once in the library: the same machine code the
+//! criterion benchmarks run), for counting instructions under callgrind:
 //!
 //! ```text
-//! cargo build -p tollgate-peers --profile bench --bin instructions
+//! cargo build -p tollgate-peers --profile bench --bin instructions --benches
 //! instructions list                 # the scenarios, one a line
 //! valgrind --tool=callgrind --collect-atstart=no \
 //!     '--toggle-collect=tollgate_peers::timing::decide_*' instructions SCENARIO DECISIONS
 //! ```
 //!
-//! Collection is on only inside the timed loops, so building, filling and checking limiters
-//! count for nothing, and the instructions counted divided by DECISIONS is the cost of one
-//! decision plus the loop's own few instructions (scenario `direct/loop/nothing` measures those).
+//! (`--benches`, so that this binary links the library build the benchmarks link: see
+//! `tollgate_peers::timing`.) Collection is on only inside the timed loops (the generic loops;
+//! the `DirectLoops`/`KeyedLoops` methods that call them are outside), so building, filling and
+//! checking limiters count for nothing, and the instructions counted divided by DECISIONS is the
+//! cost of one decision plus the loop's own few instructions (scenario `direct/loop/nothing`
+//! measures those).
 //! `benches/instructions.py` runs every scenario and writes the table.
 //!
 //! Allowed-path scenarios run in chunks of 10,000 decisions on fresh limiters, as the criterion
@@ -23,15 +27,17 @@ use std::process::ExitCode;
 
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
-use tollgate::{Clock, CoarseClock, PreciseClock};
-use tollgate_peers::timing::{decide_direct, decide_each_once, decide_in_sequence, decide_in_turn};
+use tollgate::{
+    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, PreciseClock, SlidingWindow,
+    TokenBucket,
+};
 use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
-    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, GovernorClockRead,
-    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, MinimalGcra, Nothing, RatelimitDirect,
-    SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
+    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedLoops, MinimalGcra, Nothing,
+    RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -53,7 +59,7 @@ fn direct_rows<T: DirectContender + 'static>(scenarios: &mut Vec<Scenario>, cloc
             while left > 0 {
                 let limiter = allowed.allowed();
                 let n = left.min(ALLOWED_RUN);
-                decide_direct(&limiter, n);
+                limiter.decide_direct(n);
                 assert!(
                     T::Limiter::admitted(&limiter.check()),
                     "the allowed path must stay allowed"
@@ -66,7 +72,7 @@ fn direct_rows<T: DirectContender + 'static>(scenarios: &mut Vec<Scenario>, cloc
         format!("direct/{clock}/{name}/denied"),
         Box::new(move |decisions| {
             let limiter = contender.denied();
-            decide_direct(&limiter, decisions);
+            limiter.decide_direct(decisions);
             assert!(
                 !T::Limiter::admitted(&limiter.check()),
                 "the denied path must refuse"
@@ -75,16 +81,32 @@ fn direct_rows<T: DirectContender + 'static>(scenarios: &mut Vec<Scenario>, cloc
     ));
 }
 
-fn floor_row<L: Direct + 'static>(scenarios: &mut Vec<Scenario>, name: String, limiter: L) {
+fn floor_row<L: DirectLoops + 'static>(scenarios: &mut Vec<Scenario>, name: String, limiter: L) {
     scenarios.push((
         name,
         Box::new(move |decisions| {
-            decide_direct(&limiter, decisions);
+            limiter.decide_direct(decisions);
         }),
     ));
 }
 
-fn direct_clock<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock_name: &str, clock: C) {
+/// The floors and tollgate's direct limiters on one clock (each type's loop compiled once, in
+/// `tollgate_peers`).
+fn direct_clock<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock_name: &str, clock: C)
+where
+    ClockRead<C>: DirectLoops,
+    ClockReadLoadCas<C>: DirectLoops,
+    ClockReadHashLoadCas16<C>: DirectLoops,
+    ClockReadHashLoadTagCas8<C>: DirectLoops,
+    ClockReadHashPlaceLoadCas16<C>: DirectLoops,
+    ClockReadHashPlaceLoadTagCas8<C>: DirectLoops,
+    MinimalGcra<C>: DirectLoops,
+    DirectLimiter<TokenBucket, C>: DirectLoops,
+    DirectLimiter<LeakyBucket, C>: DirectLoops,
+    DirectLimiter<FixedWindow, C>: DirectLoops,
+    DirectLimiter<SlidingWindow, C>: DirectLoops,
+    LogLimiter<C>: DirectLoops,
+{
     floor_row(
         scenarios,
         format!("direct/{clock_name}/floor/clock_read"),
@@ -135,7 +157,7 @@ fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock:
         format!("keyed/{clock}/hot_key/{name}"),
         Box::new(move |decisions| {
             let limiter = hot.filled(10_000, 1);
-            decide_in_turn(&limiter, decisions, 0, 1);
+            limiter.decide_in_turn(decisions, 0, 1);
         }),
     ));
     for keys in KEY_COUNTS {
@@ -144,7 +166,7 @@ fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock:
             format!("keyed/{clock}/round_robin/{name}/{keys}"),
             Box::new(move |decisions| {
                 let limiter = round.filled(keys as usize, keys);
-                decide_in_turn(&limiter, decisions, 0, keys);
+                limiter.decide_in_turn(decisions, 0, keys);
             }),
         ));
         let zipf = contender.clone();
@@ -153,7 +175,7 @@ fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock:
             Box::new(move |decisions| {
                 let sequence = zipf_sequence(keys, ZIPF_LEN);
                 let limiter = zipf.filled(keys as usize, keys);
-                decide_in_sequence(&limiter, decisions, &sequence, &mut 0);
+                limiter.decide_in_sequence(decisions, &sequence, &mut 0);
             }),
         ));
     }
@@ -163,7 +185,7 @@ fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock:
         Box::new(move |decisions| {
             // `decisions` fresh keys into a limiter built for that many: empty to full.
             let limiter = insert.build(decisions as usize);
-            decide_each_once(&limiter, decisions);
+            limiter.decide_each_once(decisions);
             assert_eq!(
                 limiter.keys() as u64,
                 decisions,
