@@ -56,6 +56,27 @@ pub trait Algorithm: Send + Sync {
         let _ = (now, cost);
         state
     }
+
+    /// [`decide`](Self::decide) for a request that will wait at most `max_delay` ns for its
+    /// [`delay`](Decision::delay): one whose delay would be longer is refused (not counted)
+    /// instead, so that the caller never has to give back a slot it cannot use. The default is
+    /// `decide`, right for every algorithm whose decisions carry no delay; the shaper
+    /// ([`LeakyBucket`]) overrides it.
+    fn decide_within(&self, state: u64, now: Timestamp, cost: u64, max_delay: u64) -> Transition {
+        let _ = max_delay;
+        self.decide(state, now, cost)
+    }
+
+    /// Gives back the slot of `cost` units whose admission left the queue ending at `end` (for
+    /// the buckets: the TAT it stored, `now + reset_after` of its decision), only if no other
+    /// admission has been scheduled after it since (other than ones given back in their turn).
+    /// Otherwise nothing is given back: the slot passes unused, and the requests scheduled
+    /// behind it keep their places, one interval apart. Returns the state to store, as
+    /// [`refund`](Self::refund); the default gives nothing back.
+    fn refund_slot(&self, state: u64, now: Timestamp, cost: u64, end: Timestamp) -> u64 {
+        let _ = (now, cost, end);
+        state
+    }
 }
 
 /// The result of [`Algorithm::decide`]: the state to store and the answer to give.

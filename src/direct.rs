@@ -1,6 +1,7 @@
 //! The un-keyed limiter: one algorithm, one cache-padded state word, one clock.
 
 use std::fmt;
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
@@ -8,6 +9,7 @@ use crate::algorithm::{Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
 use crate::sync::AtomicU64;
+use crate::time::duration_to_nanos_saturating;
 use crate::{cell, Decision, Timestamp};
 
 /// A limiter for one stream of requests (the whole service, one upstream, one tenant), shared
@@ -164,6 +166,69 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         limiting
     }
 
+    /// [`check_n`](Self::check_n) for a request that will wait at most `max_delay` for its
+    /// slot: a shaper's admission whose [`delay`](Decision::delay) would be longer is refused
+    /// instead, in the same compare-and-swap, with nothing counted, so that no slot has to be
+    /// given back (the refusal's [`retry_after`](Decision::retry_after) is when the wait fits,
+    /// its `remaining` 0). Every other decision is `check_n`'s; for the algorithms whose
+    /// decisions never wait, it is `check_n`.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn check_n_within(&self, cost: u64, max_delay: Duration) -> Result<Decision, CostTooLarge> {
+        self.check_n_within_at(cost, max_delay, self.clock.now())
+    }
+
+    /// [`check_n_within`](Self::check_n_within) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[inline]
+    pub fn check_n_within_at(
+        &self,
+        cost: u64,
+        max_delay: Duration,
+        now: Timestamp,
+    ) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        let max_delay = duration_to_nanos_saturating(max_delay);
+        Ok(cell::update(&self.state, |state| {
+            self.algorithm.decide_within(state, now, cost, max_delay)
+        }))
+    }
+
+    /// Gives back the slot of `cost` units that ended the queue at `end`, only if it still
+    /// does: no other admission has been scheduled after it since (other than ones given back
+    /// in their turn). Otherwise nothing is given back: the slot passes unused, and the
+    /// requests scheduled behind it keep their places. Returns whether anything was given back.
+    ///
+    /// `end` is the end of the admission's slot: `decided_at.saturating_add(decision.reset_after())`,
+    /// with `decided_at` the time the admission was decided at (the `now` of
+    /// [`check_n_at`](Self::check_n_at)) and `decision` its answer (a bucket's reset-after is
+    /// exactly its new TAT minus `now`, in whole nanoseconds, so this is the TAT it stored).
+    ///
+    /// This is the refund for a shaper ([`LeakyBucket`](crate::LeakyBucket)): the unconditional
+    /// [`refund_n`](Self::refund_n) of a slot in the middle of the queue gives its interval to
+    /// the next request, which then leaves at the same instant as the last one waiting; this
+    /// one keeps every forwarded request at least one interval from the next. For the windows,
+    /// as for `refund_n`, nothing is given back.
+    #[inline]
+    pub fn refund_slot(&self, cost: u64, end: Timestamp) -> bool {
+        self.refund_slot_at(cost, end, self.clock.now())
+    }
+
+    /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
+    #[inline]
+    pub fn refund_slot_at(&self, cost: u64, end: Timestamp, now: Timestamp) -> bool {
+        let mut gave_back = false;
+        let _ = cell::update(&self.state, |state| {
+            let after = self.algorithm.refund_slot(state, now, cost, end);
+            given_back(state, after, &mut gave_back)
+        });
+        gave_back
+    }
+
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
         self.algorithm.capacity()
@@ -200,7 +265,13 @@ pub(crate) fn refund_step<A: Algorithm>(
     cost: u64,
     gave_back: &mut bool,
 ) -> Transition {
-    let after = algorithm.refund(state, now, cost);
+    given_back(state, algorithm.refund(state, now, cost), gave_back)
+}
+
+/// A refund's transition from `state` to `after` inside a CAS loop, recording in `gave_back`
+/// whether it gives anything back. The loop may run it several times; the last run is stored.
+#[inline]
+pub(crate) fn given_back(state: u64, after: u64, gave_back: &mut bool) -> Transition {
     *gave_back = after != state;
     // The decision is not used by a refund; `table_full` is the cheapest one to build.
     Transition::refuse(after, Decision::table_full(0))

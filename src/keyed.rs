@@ -12,14 +12,15 @@ pub use faults::Faults;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use layout::TableLayout;
 use shard::{Entry, Shard};
 use slot::SLOT_BYTES;
 
-use crate::algorithm::{Algorithm, FRESH_STATE};
+use crate::algorithm::{Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
-use crate::direct::{refund_step, reset_step};
+use crate::direct::{given_back, refund_step, reset_step};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
@@ -261,6 +262,62 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         false
     }
 
+    /// [`check_n`](Self::check_n) for a request that will wait at most `max_delay` for its
+    /// slot: see [`DirectLimiter::check_n_within`](crate::DirectLimiter::check_n_within).
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`. Nothing is inserted.
+    #[inline]
+    pub fn check_n_within(&self, key: &K, cost: u64, max_delay: Duration) -> Result<Decision, CostTooLarge> {
+        self.check_n_within_at(key, cost, max_delay, self.clock.now())
+    }
+
+    /// [`check_n_within`](Self::check_n_within) at a time the caller supplies.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`. Nothing is inserted.
+    #[inline]
+    pub fn check_n_within_at(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Duration,
+        now: Timestamp,
+    ) -> Result<Decision, CostTooLarge> {
+        self.fits(cost)?;
+        let max_delay = duration_to_nanos_saturating(max_delay);
+        Ok(self.decide_by(key, now, cost, |state| {
+            self.algorithm.decide_within(state, now, cost, max_delay)
+        }))
+    }
+
+    /// Gives back the slot of `cost` units for `key` that ended its queue at `end`, only if it
+    /// still does; returns whether anything was given back. An absent key has nothing to give
+    /// back. See [`DirectLimiter::refund_slot`](crate::DirectLimiter::refund_slot): this is
+    /// the shaper's refund, which never lets two requests of a key leave less than one interval
+    /// apart.
+    #[inline]
+    pub fn refund_slot(&self, key: &K, cost: u64, end: Timestamp) -> bool {
+        self.refund_slot_at(key, cost, end, self.clock.now())
+    }
+
+    /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
+    pub fn refund_slot_at(&self, key: &K, cost: u64, end: Timestamp, now: Timestamp) -> bool {
+        let (shard, home, fingerprint) = self.locate(key);
+        // As `refund_n_at`: a key moved away mid-update is looked up again.
+        while let Some(found) = shard.find(fingerprint, home) {
+            let mut gave_back = false;
+            let refund = |state| {
+                let after = self.algorithm.refund_slot(state, now, cost, end);
+                given_back(state, after, &mut gave_back)
+            };
+            if shard.update(found, refund).is_ok() {
+                return gave_back;
+            }
+        }
+        false
+    }
+
     /// Keys currently held in the table, including idle ones not yet reclaimed. Exact when no
     /// insert is in flight; while inserts race it may be off by the number in flight (it is
     /// never above the number of slots). Constant time.
@@ -343,13 +400,26 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// else (a new key, a full table, a slot given away mid-decision) is out of line.
     #[inline]
     fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        self.decide_by(key, now, cost, |state| self.algorithm.decide(state, now, cost))
+    }
+
+    /// A decision for `key` with `decide` as the algorithm's step (`Algorithm::decide`, or
+    /// `decide_within`): `decide` of a fresh state must be the algorithm's.
+    #[inline(always)]
+    fn decide_by(
+        &self,
+        key: &K,
+        now: Timestamp,
+        cost: u64,
+        decide: impl Fn(u64) -> Transition + Copy,
+    ) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
         if let Some(found) = shard.find(fingerprint, home) {
-            if let Ok(decision) = shard.update(found, |state| self.algorithm.decide(state, now, cost)) {
+            if let Ok(decision) = shard.update(found, decide) {
                 return decision;
             }
         }
-        self.decide_slow(shard, home, fingerprint, now, cost)
+        self.decide_slow(shard, home, fingerprint, now, cost, decide)
     }
 
     #[cold]
@@ -361,14 +431,14 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         fingerprint: u64,
         now: Timestamp,
         cost: u64,
+        decide: impl Fn(u64) -> Transition + Copy,
     ) -> Decision {
         // A weightless request counts nothing. Here the key is absent, or its slot was just
         // reclaimed (which only an idle key's is, whose state decides as a fresh one's): it is
         // told what a fresh key would be, and takes no slot (nor a refusal when there is none).
         if cost == 0 {
-            return self.algorithm.decide(FRESH_STATE, now, cost).decision;
+            return decide(FRESH_STATE).decision;
         }
-        let decide = |state| self.algorithm.decide(state, now, cost);
         loop {
             match shard.find_or_insert(
                 fingerprint,

@@ -133,6 +133,35 @@ impl Gcra {
             .max(now)
     }
 
+    /// Gives back the slot of `cost` units that ended the queue at `end` (the TAT its admission
+    /// stored) only if it still does: the TAT equals `end`, so nothing has been scheduled after
+    /// it (slots scheduled after it and given back in their turn have moved the TAT back to
+    /// `end` already). Then it is [`refund`](Self::refund); otherwise the TAT stays as it is and
+    /// the slot passes unused, so that the requests behind it keep their spacing and the next
+    /// request is scheduled after the last of them.
+    pub(crate) fn refund_slot(&self, tat: u64, now: u64, cost: u64, end: u64) -> u64 {
+        if tat != end {
+            return tat;
+        }
+        self.refund(tat, now, cost)
+    }
+
+    /// [`decide`](Self::decide) for a request that may wait at most `max_delay` ns for its slot
+    /// (the shaper's): one that would wait longer is refused and nothing is stored, so that no
+    /// slot has to be given back. Its refusal says: nothing passes now within the maximum
+    /// (`remaining` 0), the same request fits once `backlog - max_delay` has passed (the queue
+    /// only shortens meanwhile), and the queue is empty after `backlog`. Any other decision is
+    /// `decide`'s.
+    #[inline(always)]
+    pub(crate) fn decide_within(&self, tat: u64, now: u64, cost: u64, max_delay: u64) -> Transition {
+        let transition = self.decide(tat, now, cost, true);
+        let backlog = tat.max(now) - now;
+        if transition.decision.is_allowed() && backlog > max_delay {
+            return Transition::refuse(tat, Decision::denied(0, backlog - max_delay, backlog));
+        }
+        transition
+    }
+
     /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes

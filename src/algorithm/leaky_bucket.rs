@@ -93,4 +93,14 @@ impl Algorithm for LeakyBucket {
     fn refund(&self, state: u64, now: Timestamp, cost: u64) -> u64 {
         self.gcra.refund(state, now.as_nanos(), cost)
     }
+
+    fn refund_slot(&self, state: u64, now: Timestamp, cost: u64, end: Timestamp) -> u64 {
+        self.gcra.refund_slot(state, now.as_nanos(), cost, end.as_nanos())
+    }
+
+    // Always inlined, as `decide`.
+    #[inline(always)]
+    fn decide_within(&self, state: u64, now: Timestamp, cost: u64, max_delay: u64) -> Transition {
+        self.gcra.decide_within(state, now.as_nanos(), cost, max_delay)
+    }
 }

@@ -83,4 +83,8 @@ impl Algorithm for TokenBucket {
     fn refund(&self, state: u64, now: Timestamp, cost: u64) -> u64 {
         self.gcra.refund(state, now.as_nanos(), cost)
     }
+
+    fn refund_slot(&self, state: u64, now: Timestamp, cost: u64, end: Timestamp) -> u64 {
+        self.gcra.refund_slot(state, now.as_nanos(), cost, end.as_nanos())
+    }
 }

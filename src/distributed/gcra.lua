@@ -5,9 +5,14 @@
 --          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
 --          time (without it, the server's TIME): one packed argument costs the server less
 --          than four numbers to parse.
--- ARGV[2]  present: a peek, decide without writing.
+-- ARGV[2]  'peek': decide without writing. 'slot' (the shaper through the tower layer): count,
+--          and answer an admission with the end of its slot as well.
+-- ARGV[3]  with 'slot', optional: the longest wait allowed, microseconds, as 8 bytes ('<i8');
+--          a request that would wait longer (`tat - now` above it) is refused, nothing written.
 -- Returns  one integer: admitted, `tat - now + cost * T` (what the TAT runs ahead of now after
---          it); refused, `-1 - (tat - now)`. The client derives the rest of the decision.
+--          it); refused, `-1 - (tat - now)`. The client derives the rest of the decision. With
+--          'slot', an admission that takes a slot answers 16 bytes instead ('<i8i8'): that
+--          integer, then the new TAT itself (the slot's end, which gcra_refund.lua compares).
 -- Every value is an integer below 2^53 (checked by the client at construction), which a Lua
 -- number (a double) holds exactly; see docs/distributed.md.
 -- Integer arguments go to redis.call as text made with '%d': a Lua number argument is turned
@@ -33,6 +38,10 @@ if stored then
     tat = stored
   end
 end
+local mode = ARGV[2]
+if mode == 'slot' and ARGV[3] and tat - now > struct.unpack('<i8', ARGV[3]) then
+  return now - tat - 1
+end
 local need = cost * interval
 local after = tat - now + need
 if need == 0 then
@@ -41,8 +50,11 @@ end
 if after > tolerance then
   return now - tat - 1
 end
-if not ARGV[2] then
+if mode ~= 'peek' then
   -- The key expires when the TAT is reached: a fresh key then decides the same.
   redis.call('PSETEX', key, string.format('%d', math.ceil(after / 1000)), struct.pack('<i8', tat + need))
+end
+if mode == 'slot' then
+  return struct.pack('<i8i8', after, tat + need)
 end
 return after

@@ -5,8 +5,12 @@
 --          absent = a full bucket, nothing to give back.
 -- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as for
 --          gcra.lua: 24 bytes, or 32 with a client's time (without it, the server's TIME).
+-- ARGV[2]  optional: the end of the slot given back, microseconds, as 8 bytes ('<i8'), the TAT
+--          its admission stored (gcra.lua's 'slot' reply). The TAT moves back only if it still
+--          equals it: a slot that is no longer the end of the queue (another request was given a
+--          slot after it) passes unused, so that the requests behind keep their spacing.
 -- Returns  1 when the TAT moved back, 0 when there was nothing to give back (no key, a TAT at
---          or before now, or a weight of 0).
+--          or before now, a weight of 0, or a slot that no longer ends the queue).
 -- Every value is an integer below 2^53 (cost <= burst, checked by the client, and burst * T
 -- below 2^51), which a Lua number (a double) holds exactly; see docs/distributed.md.
 -- (The tolerance is not needed: a refund only shortens the queue.)
@@ -27,6 +31,9 @@ local tat = #stored == 8 and struct.unpack('<i8', stored)
 -- 2^53: a time past it is no state of ours (foreign text decodes far above it).
 if not tat or tat < 0 or tat >= 9007199254740992 then
   return redis.error_reply('TOLLGATE_STATE the key does not hold a GCRA state')
+end
+if ARGV[2] and tat ~= struct.unpack('<i8', ARGV[2]) then
+  return 0
 end
 if tat <= now then
   return 0

@@ -3,6 +3,7 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::time::Duration;
 
 use super::{DecidedBy, RedisAlgorithm, RedisLimiter};
 use crate::middleware::{AnnouncedPolicy, LimiterError, Origin, Policy, RateLimiter};
@@ -65,6 +66,30 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         }
     }
 
+    /// A shaper's admission by Redis comes with the end of its slot ([`Origin::Slot`]): its
+    /// refund gives the slot back only if it still ends the key's queue in Redis. A wait above
+    /// `max_delay` is refused by the script itself, with nothing counted (by the local
+    /// fallback, it is admitted there, then refused by the layer and refunded to it).
+    fn decide_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        let key = key.to_string();
+        async move {
+            let (answer, end) = self
+                .check_slot(&key, cost, max_delay)
+                .await
+                .map_err(LimiterError::new)?;
+            let origin = match (origin(answer.decided_by), end) {
+                (Origin::Limiter, Some(end)) => Origin::Slot { end },
+                (origin, _) => origin,
+            };
+            Ok((answer.decision, origin))
+        }
+    }
+
     /// The algorithm's policy, at the rate the script runs it: a bucket's interval rounded up
     /// to whole microseconds (up to 1% slower than the local bucket's), so that the announced
     /// `q` never promises what the fleet's bucket does not admit.
@@ -77,17 +102,19 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
-        match origin {
-            Origin::Limiter => {}
+        let end = match origin {
+            Origin::Limiter => None,
+            // Given back only if it still ends the key's queue (`gcra_refund.lua` compares).
+            Origin::Slot { end } => Some(end),
             // See above: never to Redis, which did not count it; to the share that did.
             Origin::Fallback => {
                 self.failure_policy().refund_n(&key.to_string(), cost);
                 return;
             }
             Origin::Uncounted => return,
-        }
+        };
         // Only the buckets make a round trip; a cost above the capacity was never admitted.
-        let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost) else {
+        let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost, end) else {
             return;
         };
         // tokio's `rt` (the `redis` feature asks for it): the refund runs on a task of its own.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
-use super::algorithm::{Program, RedisAlgorithm};
+use super::algorithm::{Program, Reader, RedisAlgorithm, MAX_SPAN_MICROS};
 use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
@@ -16,7 +16,10 @@ use super::reply;
 use super::time::TimeSource;
 use crate::breaker::Breaker;
 use crate::clock::Clock;
-use crate::CostTooLarge;
+use crate::{CostTooLarge, Decision};
+
+/// 2^53: the integers a Lua number holds exactly. No TAT a script stored is at or past it.
+const MAX_EXACT_MICROS: u64 = 1 << 53;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "tollgate:";
@@ -162,7 +165,7 @@ impl RedisLimiter {
     /// [`RedisCheckError::CorruptState`] when the key holds something else than this limiter's
     /// state; [`RedisCheckError::TimeOutOfRange`] for a client time past 2^52 µs.
     pub async fn refund_n(&self, key: &str, cost: u64) -> Result<bool, RedisCheckError> {
-        match self.prepare_refund(key, cost)? {
+        match self.prepare_refund(key, cost, None)? {
             Some(refund) => refund.run().await,
             None => Ok(false),
         }
@@ -170,17 +173,33 @@ impl RedisLimiter {
 
     /// The round trip [`refund_n`](Self::refund_n) makes, owning all it needs (to run on a
     /// task of its own), or `None` when there is nothing to ask Redis.
-    pub(super) fn prepare_refund(&self, key: &str, cost: u64) -> Result<Option<Refund>, RedisCheckError> {
+    ///
+    /// With `end`, the refund of a slot (`check_slot`'s admission): it gives back only if the
+    /// key's TAT still equals `end`, in whole microseconds (rounded down: the slot's end is
+    /// whole microseconds, and a time that is not, the client's clock before the script's
+    /// rounding, rounds down to it). An end past the times a script holds matches no TAT:
+    /// nothing to ask.
+    pub(super) fn prepare_refund(
+        &self,
+        key: &str,
+        cost: u64,
+        end: Option<crate::Timestamp>,
+    ) -> Result<Option<Refund>, RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         if !self.program.refunds {
             return Ok(None);
         }
+        let end = match end.map(|end| end.as_nanos() / 1_000) {
+            Some(end) if end >= MAX_EXACT_MICROS => return Ok(None),
+            end => end,
+        };
         let now = self.time.now_argument()?;
         Ok(Some(Refund {
             connection: self.connection.clone(),
             breaker: Arc::clone(&self.breaker),
             key: self.redis_key(key),
             arguments: packed_arguments(cost, self.program.params, now),
+            slot_end: end,
             deadline: self.deadline,
         }))
     }
@@ -265,6 +284,38 @@ impl RedisLimiter {
     }
 
     async fn decide(&self, key: &str, cost: u64, peek: bool) -> Result<RedisDecision, RedisCheckError> {
+        let mode = if peek { Mode::Peek } else { Mode::Check };
+        Ok(self.call(key, cost, mode).await?.0)
+    }
+
+    /// Decides one request of weight `cost` for `key` that will wait at most `max_delay` for
+    /// its slot, and counts it if admitted: for the leaky bucket, a request that would wait
+    /// longer is refused by the script, with nothing counted, and an admission comes with the
+    /// end of its slot (the TAT the script stored, as a timestamp of whole microseconds), which
+    /// [`prepare_refund`](Self::prepare_refund) compares. The other algorithms never delay a
+    /// request: their decision is `check_n`'s, without an end.
+    #[cfg(feature = "tower")]
+    pub(crate) async fn check_slot(
+        &self,
+        key: &str,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
+        let mode = match self.program.reader {
+            // Above the largest span a script holds, no backlog reaches the maximum.
+            Reader::LeakyBucket(_) => Mode::Slot(max_delay.map(|max| {
+                u64::try_from(max.as_micros()).map_or(MAX_SPAN_MICROS, |max| max.min(MAX_SPAN_MICROS))
+            })),
+            _ => Mode::Check,
+        };
+        let (decision, end) = self.call(key, cost, mode).await?;
+        // Whole microseconds below 2^53 (checked by `reply`): exact in nanoseconds.
+        let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
+        Ok((decision, end))
+    }
+
+    /// One decision in `mode`, and, for a `'slot'` admission by Redis, the end of its slot (µs).
+    async fn call(&self, key: &str, cost: u64, mode: Mode) -> Result<(RedisDecision, Option<u64>), RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
@@ -279,18 +330,27 @@ impl RedisLimiter {
             call.key(other_key);
         }
         call.arg(&arguments[..length]);
-        if peek {
-            call.arg("peek");
+        match mode {
+            Mode::Check => {}
+            Mode::Peek => {
+                call.arg("peek");
+            }
+            Mode::Slot(max) => {
+                call.arg("slot");
+                if let Some(max) = max {
+                    call.arg(&max.to_le_bytes()[..]);
+                }
+            }
         }
         let failure = if self.breaker.should_ask() {
             let mut connection = self.connection.clone();
             let answer =
                 tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
             let failure = match answer {
-                Ok(Ok(reply)) => match reply::decision(&self.program.reader, &reply, cost) {
-                    Some(decision) => {
+                Ok(Ok(reply)) => match self.read(&reply, cost, mode) {
+                    Some((decision, end)) => {
                         self.breaker.succeeded();
-                        return Ok(RedisDecision::by_redis(decision));
+                        return Ok((RedisDecision::by_redis(decision), end));
                     }
                     None => Failure::Reply,
                 },
@@ -307,15 +367,41 @@ impl RedisLimiter {
         } else {
             Failure::RecentlyDown
         };
-        let (decision, decided_by) =
-            self.policy
-                .decide(key, cost, peek, self.program.capacity, self.probe_interval);
-        Ok(RedisDecision {
+        let (decision, decided_by) = self.policy.decide(
+            key,
+            cost,
+            matches!(mode, Mode::Peek),
+            self.program.capacity,
+            self.probe_interval,
+        );
+        let decision = RedisDecision {
             decision,
             decided_by,
             failure: Some(failure),
-        })
+        };
+        Ok((decision, None))
     }
+
+    /// A script's reply, read for `mode`: the decision, and a `'slot'` admission's end (µs).
+    fn read(&self, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
+        match (mode, &self.program.reader) {
+            (Mode::Slot(max), Reader::LeakyBucket(shaper)) => {
+                // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
+                let max = max.map(|max| max.saturating_mul(1_000));
+                reply::slot_decision(shaper, reply, cost, max)
+            }
+            _ => reply::decision(&self.program.reader, reply, cost).map(|decision| (decision, None)),
+        }
+    }
+}
+
+/// What a script call asks: to count (`check_n`), to peek, or (the shaper through the tower
+/// layer) to count with the slot's end in the reply, and a longest wait in whole µs.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Check,
+    Peek,
+    Slot(Option<u64>),
 }
 
 /// The scripts' first argument: `cost`, the algorithm's two parameters and, on a client's clock,

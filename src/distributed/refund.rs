@@ -20,11 +20,15 @@ pub(crate) struct Refund {
     pub(crate) breaker: Arc<Breaker>,
     pub(crate) key: String,
     pub(crate) arguments: ([u8; 32], usize),
+    /// The end of the slot given back (µs): the TAT moves back only if it still equals it.
+    /// `None`: unconditionally (`RedisLimiter::refund_n`).
+    pub(crate) slot_end: Option<u64>,
     pub(crate) deadline: Duration,
 }
 
 impl Refund {
-    /// One `EVALSHA` of `gcra_refund.lua`: whether the key's TAT moved back.
+    /// One `EVALSHA` of `gcra_refund.lua`: whether the key's TAT moved back (with a slot's end,
+    /// only if the TAT still equals it).
     ///
     /// Best effort: when Redis does not answer within the deadline, fails, or was found down
     /// less than a probe interval ago (the breaker is open), nothing is given back (`false`).
@@ -39,6 +43,9 @@ impl Refund {
         let (arguments, length) = self.arguments;
         let mut call = GCRA_REFUND.prepare_invoke();
         call.key(&self.key).arg(&arguments[..length]);
+        if let Some(end) = self.slot_end {
+            call.arg(&end.to_le_bytes()[..]);
+        }
         let mut connection = self.connection;
         let answer = tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
         match answer {

@@ -46,6 +46,35 @@ pub(crate) fn decision(reader: &Reader, reply: &Value, cost: u64) -> Option<Deci
     }
 }
 
+/// The decision a shaper's reply to a `'slot'` call (`gcra.lua`) encodes, with the end of the
+/// slot an admission took (µs since the epoch, the TAT the script stored): `None` for a refusal,
+/// or for an admission of weight 0, which takes no slot. `max_delay` (ns) is the longest wait the
+/// call allowed: the core decides the rebuilt state within it too, so that a refusal for a
+/// longer wait agrees. `None` for a reply of another shape or one the core disagrees with.
+pub(crate) fn slot_decision(
+    shaper: &crate::LeakyBucket,
+    reply: &Value,
+    cost: u64,
+    max_delay: Option<u64>,
+) -> Option<(Decision, Option<u64>)> {
+    let interval = micros(shaper.emission_interval())?;
+    match reply {
+        Value::Int(reply) => {
+            let decision = gcra_within(shaper, interval, *reply, cost, max_delay)?;
+            // Only a weightless request is admitted without its slot's end.
+            (!decision.is_allowed() || cost == 0).then_some((decision, None))
+        }
+        Value::BulkString(bytes) => {
+            let [after, end] = integers(bytes)?;
+            let decision = gcra_within(shaper, interval, after, cost, max_delay)?;
+            // The end is the TAT, `now + after` with `now` non-negative: at least `after`.
+            let end = u64::try_from(end).ok().filter(|&end| end >= after.unsigned_abs())?;
+            (decision.is_allowed() && after >= 0 && cost > 0).then_some((decision, Some(end)))
+        }
+        _ => None,
+    }
+}
+
 fn micros(duration: std::time::Duration) -> Option<u64> {
     u64::try_from(duration.as_micros()).ok()
 }
@@ -68,13 +97,29 @@ fn integers<const N: usize>(bytes: &[u8]) -> Option<[i64; N]> {
 /// rebuilt at time 0 with the TAT that far ahead, and decided again by the core.
 /// `interval` is the bucket's `T` in microseconds (a whole number: the bucket was built so).
 fn gcra(algorithm: &impl Algorithm, interval: u64, reply: i64, cost: u64) -> Option<Decision> {
+    gcra_within(algorithm, interval, reply, cost, None)
+}
+
+/// [`gcra`] for a call that allowed a wait of at most `max_delay` ns (`None`: any), decided
+/// again by the core's `decide_within`. The script refuses a wait above `max_delay / 1000`
+/// whole µs, which for a backlog of whole µs is the same as above `max_delay` ns.
+fn gcra_within(
+    algorithm: &impl Algorithm,
+    interval: u64,
+    reply: i64,
+    cost: u64,
+    max_delay: Option<u64>,
+) -> Option<Decision> {
     let backlog = match u64::try_from(reply) {
         Ok(after) => after.checked_sub(cost.checked_mul(interval)?)?,
         Err(_) => u64::try_from(-1 - reply).ok()?,
     };
-    let decision = algorithm
-        .decide(backlog.checked_mul(MICROS)?, Timestamp::UNIX_EPOCH, cost)
-        .decision;
+    let state = backlog.checked_mul(MICROS)?;
+    let decision = match max_delay {
+        Some(max) => algorithm.decide_within(state, Timestamp::UNIX_EPOCH, cost, max),
+        None => algorithm.decide(state, Timestamp::UNIX_EPOCH, cost),
+    }
+    .decision;
     (decision.is_allowed() == (reply >= 0)).then_some(decision)
 }
 

@@ -5,11 +5,12 @@ use std::fmt;
 use std::future::{ready, Future};
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::policy::{AnnouncedPolicy, Policy};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter};
+use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Timestamp};
 
 /// A limiter the layer can put in front of a service: a [`Decision`] per key.
 ///
@@ -45,12 +46,44 @@ pub trait RateLimiter<K>: Send + Sync {
         None
     }
 
+    /// [`decide_now`](Self::decide_now) for a request the layer lets wait at most `max_delay`
+    /// for its slot (`None`: no maximum), with where it was counted. A shaper refuses a
+    /// request that would wait longer, in the same step as the decision and with nothing
+    /// counted, and answers an admission with [`Origin::Slot`], so that a refund gives its slot
+    /// back only while it is still the end of the key's queue. The default is `decide_now`'s
+    /// decision, counted by the limiter itself ([`Origin::Limiter`]); the layer then refuses a
+    /// longer wait itself and refunds its slot.
+    fn decide_now_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(Decision, Origin), LimiterError>> {
+        let _ = max_delay;
+        self.decide_now(key, cost)
+            .map(|decided| decided.map(|decision| (decision, Origin::Limiter)))
+    }
+
+    /// [`decide_with_origin`](Self::decide_with_origin) for a request the layer lets wait at
+    /// most `max_delay` for its slot: as [`decide_now_within`](Self::decide_now_within), for a
+    /// limiter that decides elsewhere. The default is `decide_with_origin`.
+    fn decide_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        let _ = max_delay;
+        self.decide_with_origin(key, cost)
+    }
+
     /// The quota announced in the `RateLimit-Policy` field.
     fn policy(&self) -> Policy;
 
     /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
     /// client left before its slot, or whose wait was above the layer's maximum. `origin` is
-    /// where its decision said they were counted, so that they go back there and nowhere else.
+    /// where its decision said they were counted, so that they go back there and nowhere else;
+    /// an [`Origin::Slot`] goes back only if it is still the end of the key's queue.
     /// Called from a destructor, so it cannot wait: a limiter whose refund needs I/O starts it
     /// and returns. The default gives nothing back.
     fn refund(&self, key: K, cost: u64, origin: Origin) {
@@ -67,6 +100,16 @@ pub enum Origin {
     /// The limiter's own store (its table in memory, its remote store): the usual case.
     #[default]
     Limiter,
+    /// The limiter's own store, which gave the request the slot of the key's queue that ends at
+    /// `end` (a shaper's admission: `end` is the time the queue would be empty after it, the
+    /// decision's time plus its [`reset_after`](Decision::reset_after)). A refund gives the
+    /// slot back only if it is still the end of the queue, that is if no other request of the
+    /// key has been given a slot after it since (other than ones given back in their turn):
+    /// otherwise the slot passes unused, and the requests behind keep their spacing.
+    Slot {
+        /// When the slot ends.
+        end: Timestamp,
+    },
     /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
     /// local fallback while Redis is away): the units go back to the stand-in.
     Fallback,
@@ -88,17 +131,65 @@ where
         Some(self.check_n(key, cost).map_err(LimiterError::from))
     }
 
+    fn decide_now_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(Decision, Origin), LimiterError>> {
+        Some(decide_slot(self, key, cost, max_delay))
+    }
+
+    fn decide_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        ready(decide_slot(self, key, cost, max_delay))
+    }
+
     fn policy(&self) -> Policy {
         self.algorithm().policy()
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
-        // Only the buckets can give back; for the windows this is a no-op returning `false`.
-        // Every decision of a table in memory is its own (`Origin::Limiter`).
-        if origin == Origin::Limiter {
-            let _ = self.refund_n(&key, cost);
+        // Only the buckets can give back; for the windows these are no-ops returning `false`.
+        // Every decision of a table in memory is its own.
+        match origin {
+            Origin::Slot { end } => {
+                let _ = self.refund_slot(&key, cost, end);
+            }
+            Origin::Limiter => {
+                let _ = self.refund_n(&key, cost);
+            }
+            Origin::Fallback | Origin::Uncounted => {}
         }
     }
+}
+
+/// A table's decision for a request allowed to wait at most `max_delay`, decided at a time read
+/// here, so that an admission's slot is known exactly: it ends at that time plus the decision's
+/// reset-after (the TAT a bucket stored).
+fn decide_slot<K: Hash, A: Algorithm, C: Clock>(
+    limiter: &KeyedLimiter<K, A, C>,
+    key: &K,
+    cost: u64,
+    max_delay: Option<Duration>,
+) -> Result<(Decision, Origin), LimiterError> {
+    let now = limiter.clock().now();
+    let decision = match max_delay {
+        Some(max) => limiter.check_n_within_at(key, cost, max, now),
+        None => limiter.check_n_at(key, cost, now),
+    }?;
+    let origin = match decision.outcome() {
+        Outcome::Allowed => Origin::Slot {
+            end: now.saturating_add(decision.reset_after()),
+        },
+        // A refusal counted nothing; an untracked admission (a full table) neither.
+        _ => Origin::Limiter,
+    };
+    Ok((decision, origin))
 }
 
 impl<K: Hash, C: Clock> RateLimiter<K> for KeyedLogLimiter<K, C> {
@@ -133,6 +224,24 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 
     fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
         (**self).decide_now(key, cost)
+    }
+
+    fn decide_now_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(Decision, Origin), LimiterError>> {
+        (**self).decide_now_within(key, cost, max_delay)
+    }
+
+    fn decide_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
+        (**self).decide_within(key, cost, max_delay)
     }
 
     fn policy(&self) -> Policy {

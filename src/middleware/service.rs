@@ -118,8 +118,8 @@ where
         // reaches the inner service in place: no box, no `Arc` (what it may still allocate is
         // its key, when the extractor's key owns memory, and its `RateLimit` field, when
         // admitted responses carry the fields).
-        let decision = match shared.limiter.decide_now(&key, COST) {
-            Some(Ok(decision)) => decision,
+        let (decision, origin) = match shared.limiter.decide_now_within(&key, COST, shared.max_delay) {
+            Some(Ok(decided)) => decided,
             Some(Err(error)) => match limiter_error(shared, error, grpc) {
                 Ok(answer) => return ResponseFuture::own(answer),
                 // Failing open is the rare path: boxed, so that the fast path stays as small.
@@ -137,7 +137,7 @@ where
                 return ResponseFuture::slow(Box::pin(slow));
             }
         };
-        let fields = match answer(shared, &decision, Origin::Limiter, grpc) {
+        let fields = match answer(shared, &decision, origin, grpc) {
             Answer::Forward(fields) => fields,
             Answer::Refuse(refused) => return ResponseFuture::own(refused),
         };
@@ -148,7 +148,7 @@ where
         drop(ready);
         // A wait for its slot. The slot is held from here on: a response future dropped before
         // the request reaches the inner service, even before its first poll, gives it back.
-        match hold_slot(shared, key, delay, Origin::Limiter, grpc) {
+        match hold_slot(shared, key, delay, origin, grpc) {
             Ok(slot) => {
                 let shaped = wait_and_forward(slot, delay, self.inner.clone(), head, body, fields);
                 ResponseFuture::slow(Box::pin(shaped))
@@ -191,13 +191,13 @@ fn answer<L, X: KeyExtractor>(
     match decision.outcome() {
         Outcome::Allowed | Outcome::AllowedUntracked => {
             Answer::Forward(fields.on_admitted.then(|| match origin {
-                Origin::Limiter => fields.admitted(decision, shared.max_delay),
+                Origin::Limiter | Origin::Slot { .. } => fields.admitted(decision, shared.max_delay),
                 Origin::Fallback | Origin::Uncounted => fields.prepare(decision.remaining(), None),
             }))
         }
         Outcome::Denied => {
             let retry_after = match origin {
-                Origin::Limiter => fields.refused_retry(decision, shared.max_delay),
+                Origin::Limiter | Origin::Slot { .. } => fields.refused_retry(decision, shared.max_delay),
                 Origin::Fallback | Origin::Uncounted => decision.retry_after(),
             };
             Answer::Refuse(refusal::too_many_requests(
@@ -269,7 +269,9 @@ where
     X: KeyExtractor,
 {
     if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
-        // Too long a wait: give the slot back and say when the wait would fit.
+        // Too long a wait, admitted by a limiter that does not refuse it itself
+        // (`RateLimiter::decide_now_within`'s default, or a Redis limiter's local fallback):
+        // give the slot back and say when the wait would fit.
         shared.limiter.refund(key, COST, origin);
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
@@ -293,7 +295,7 @@ where
     X: KeyExtractor,
 {
     let grpc = grpc.as_ref();
-    let (decision, origin) = match shared.limiter.decide_with_origin(&key, COST).await {
+    let (decision, origin) = match shared.limiter.decide_within(&key, COST, shared.max_delay).await {
         Ok(decided) => decided,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {

@@ -16,13 +16,14 @@ use super::limiter::{Origin, RateLimiter};
 /// dropped, even before its first poll or while the inner service was not ready), it gives the
 /// slot back with [`RateLimiter::refund`].
 ///
-/// The refund moves the key's bucket back one interval; it does not move the requests behind
-/// the freed slot up: they keep their timers, and the freed slot goes to the next new request.
-/// A freed last slot is taken again exactly. A freed slot in the middle of the queue makes the
-/// next new request leave at the same instant as the last one waiting: with one slot every
-/// 10 s and A, B, C, D given 0, 10, 20 and 30 s, B leaving makes E, the next, leave at 30 s
-/// with D. Two requests can then leave together, but the requests forwarded within any period
-/// stay within the quota's count plus the units refunded.
+/// The slot goes back only if it is still the end of the key's queue ([`Origin::Slot`]): no
+/// request of the key has been given a slot after it since (other than ones given back in
+/// their turn). Then the key's bucket moves back one interval and the next request takes the
+/// slot exactly. Otherwise nothing is given back and the slot passes unused: the requests
+/// behind keep their timers, and the next request is scheduled after the last of them, so two
+/// forwarded requests of a key are never less than one interval apart. With one slot every
+/// 10 s and A, B, C, D given 0, 10, 20 and 30 s, B leaving gives nothing back and E, the next,
+/// is given 40 s; D, C and B leaving in that order give back all three.
 pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     shared: Arc<Shared<L, X>>,
     /// `None` once the slot is used.
