@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use reference::shaper::ShaperModel;
 use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
 use reference::{bucket_or_reject, gcra_violation, Expected};
-use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota};
+use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota, Timestamp};
 
 /// The shaper for a quota, its emission interval `T` (checked against its documented
 /// definition: `period / count` rounded up to whole nanoseconds), and its burst.
@@ -94,6 +94,21 @@ proptest! {
         run_with_backward_steps(count, period, burst, start, false, &ops)?;
     }
 
+    /// With slots given back (`refund_slot_at`, the shaper's refund) between the requests:
+    /// every answer, and whether each refund gave anything back, equals the queue simulation's,
+    /// in which a slot leaves the queue only from its end; and the slots of the requests that
+    /// leave never overlap (the spacing a shaper exists for).
+    #[test]
+    fn slots_given_back_match_the_slot_simulation_and_keep_the_spacing(
+        count in 1..=20u64,
+        period in bucket_period(),
+        burst in proptest::option::of(1..=20u64),
+        start in start(),
+        steps in steps(64),
+    ) {
+        run_with_slot_refunds(count, period, burst, start, &steps)?;
+    }
+
     /// The same, for traces that run into the end of representable time (`u64::MAX` ns): no
     /// slot ends past it (such a request is refused).
     #[test]
@@ -106,6 +121,95 @@ proptest! {
     ) {
         run_with_backward_steps(count, period, burst, start, true, &ops)?;
     }
+}
+
+/// One step of a trace with refunds: a request, or (when `refund` is `Some` and a slot is
+/// still held) the refund of one of the slots held, picked by `refund`, at the step's time.
+type Step = (Op, Option<u8>);
+
+fn steps(max_len: usize) -> impl Strategy<Value = Vec<Step>> {
+    (ops(max_len), proptest::collection::vec(proptest::option::weighted(0.4, any::<u8>()), max_len))
+        .prop_map(|(ops, refunds)| ops.into_iter().zip(refunds).collect())
+}
+
+/// A slot the limiter gave: when it starts, its weight, and when it ends (its decision's time
+/// plus its reset-after, the end `refund_slot` names).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    start: u64,
+    cost: u64,
+    end: u64,
+}
+
+fn run_with_slot_refunds(
+    count: u64,
+    period: u64,
+    burst: Option<u64>,
+    start: Start,
+    steps: &[Step],
+) -> Result<(), TestCaseError> {
+    let (shaper, interval, burst) = shaper(count, period, burst)?;
+    let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
+    let mut model = ShaperModel::new(interval, burst);
+    let mut now = start.at(interval);
+    // Slots still held (their request may still leave, or give its slot back), and slots used
+    // (their time came: their request left).
+    let (mut held, mut used): (Vec<Held>, Vec<Held>) = (Vec::new(), Vec::new());
+    for (i, (op, refund)) in steps.iter().enumerate() {
+        if i > 0 {
+            now = op.forward(now, interval);
+        }
+        match refund {
+            Some(pick) if !held.is_empty() => {
+                let slot = held.remove(usize::from(*pick) % held.len());
+                let at = Timestamp::from_nanos(now);
+                let gave_back = limiter.refund_slot_at(slot.cost, Timestamp::from_nanos(slot.end), at);
+                prop_assert_eq!(
+                    gave_back,
+                    model.refund_slot(now, slot.cost, slot.end),
+                    "refund {} at t={} of {:?} (T={}, burst={})",
+                    i,
+                    now,
+                    slot,
+                    interval,
+                    burst
+                );
+            }
+            _ => {
+                let cost = op.cost(burst);
+                let got = peek_then_check(&limiter, op, now, cost)?;
+                let expected = model.decide(now, cost);
+                prop_assert_eq!(got, expected, "request {} at t={} weight {}", i, now, cost);
+                if got.allowed && cost > 0 {
+                    let end = now + got.reset_after;
+                    prop_assert_eq!(end, limiter.raw_state(), "the slot's end is the stored TAT");
+                    held.push(Held {
+                        start: now + got.delay,
+                        cost,
+                        end,
+                    });
+                }
+            }
+        }
+        // The requests whose slot has come leave.
+        let (left, waiting) = held.iter().partition(|slot| slot.start <= now);
+        used.extend::<Vec<Held>>(left);
+        held = waiting;
+    }
+    // Every request that left (or still holds its slot) has a slot of its own: no two overlap.
+    used.extend(held);
+    used.sort_by_key(|slot| slot.start);
+    for pair in used.windows(2) {
+        let (first, second) = (pair[0], pair[1]);
+        prop_assert!(
+            second.start >= first.start + first.cost * interval,
+            "{:?} starts before {:?} ends (T={})",
+            second,
+            first,
+            interval
+        );
+    }
+    Ok(())
 }
 
 fn run_with_backward_steps(

@@ -13,6 +13,11 @@ use super::{first_true, Expected};
 /// - `retry_after` (refused): the first time the same request would be accepted (binary search
 ///   over the simulation, which only gets more permissive as time passes);
 /// - `reset_after`: the time until the queue is empty (the last slot has ended).
+///
+/// A slot given back ([`ShaperModel::refund_slot`]) leaves the queue only if it is its end (no
+/// unit is scheduled after it): its units come off the end of the queue (those already begun
+/// stay, and the queue then ends now). A slot in the middle stays where it is, unused: the
+/// units behind it keep their places, and the next request still starts after the last.
 #[derive(Clone, Debug)]
 pub(crate) struct ShaperModel {
     interval: u64,
@@ -20,6 +25,9 @@ pub(crate) struct ShaperModel {
     /// Start times of the scheduled units still relevant (ascending; slots that ended before the
     /// latest decision's time are dropped, they can no longer matter).
     slots: Vec<u64>,
+    /// When the queue ends: the end of the last slot scheduled, or earlier once a refund took
+    /// the end back (never before the refund's time). `None`: nothing scheduled yet.
+    end: Option<u64>,
     last: Option<u64>,
 }
 
@@ -30,13 +38,31 @@ impl ShaperModel {
             interval,
             burst,
             slots: Vec::new(),
+            end: None,
             last: None,
         }
     }
 
-    /// When the last scheduled slot ends, if any slot is kept.
+    /// When the queue ends, if anything was scheduled.
     fn last_end(&self) -> Option<u64> {
-        self.slots.last().map(|start| start + self.interval)
+        self.end
+    }
+
+    /// Gives back the slot of `cost` units that ended the queue at `end`, at `now`, if it still
+    /// ends it (and is not over): returns whether anything was given back.
+    pub(crate) fn refund_slot(&mut self, now: u64, cost: u64, end: u64) -> bool {
+        if let Some(last) = self.last {
+            assert!(now >= last, "the shaper model needs monotone time");
+        }
+        self.last = Some(now);
+        if self.end != Some(end) || end <= now || cost == 0 {
+            return false;
+        }
+        let back = end.saturating_sub(cost * self.interval).max(now);
+        // Its units not begun by `now` come off the end of the queue.
+        self.slots.retain(|&start| start < back);
+        self.end = Some(back);
+        true
     }
 
     /// Where a request of weight `cost` arriving at `now` would start, and how many units would
@@ -63,8 +89,9 @@ impl ShaperModel {
 
         let (start, _) = self.schedule(now, cost);
         let allowed = self.accepts(now, cost);
-        if allowed {
+        if allowed && cost > 0 {
             self.slots.extend((0..cost).map(|j| start + j * interval));
+            self.end = Some(start + cost * interval);
         }
         let remaining = (0..=self.burst)
             .rev()
