@@ -11,7 +11,7 @@ use http::{Request, StatusCode};
 use middleware_common::{api_key, clock, get, http1_client, serve, Hello, Stamp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tollgate::middleware::RateLimitLayer;
+use tollgate::middleware::{HeaderKey, Origin, RateLimit, RateLimitLayer, RateLimiter};
 use tollgate::{KeyedLimiter, LeakyBucket, ManualClock};
 use tower::{Layer, Service};
 
@@ -291,5 +291,186 @@ async fn a_full_queue_is_retried_when_the_wait_fits_the_maximum() -> Result<(), 
         (fits.status, fits.header("x-waited-ns")),
         (StatusCode::OK, Duration::from_secs(15).as_nanos().to_string())
     );
+    Ok(())
+}
+
+/// A shaping layer over a keyed shaper whose clock stands still ("1/10s burst 5": a slot every
+/// 10 s, one at once and up to 4 waiting), served without TCP: `call` decides the moment it is
+/// called, and dropping its future before the slot is the client hanging up.
+fn shaping_service(limiter: &Arc<Shaper>) -> RateLimit<Hello, Arc<Shaper>, HeaderKey> {
+    RateLimitLayer::new(Arc::clone(limiter), api_key()).layer(Hello)
+}
+
+type Shaper = KeyedLimiter<String, LeakyBucket, ManualClock>;
+
+/// Calls `service` now (the layer decides at once): the response future, which holds the slot.
+async fn hold<S: Service<Request<()>>>(service: &mut S) -> S::Future
+where
+    S::Error: std::fmt::Debug,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await.expect("ready");
+    service.call(request())
+}
+
+fn request() -> Request<()> {
+    Request::get("/")
+        .header("x-api-key", "k")
+        .body(())
+        .expect("a valid request")
+}
+
+/// Calls `service` now (the layer decides at once) and runs the response future on a task of
+/// its own that says when, after `since` on tokio's clock, the request was answered.
+async fn leave_at<S>(service: &mut S, since: tokio::time::Instant) -> tokio::task::JoinHandle<Duration>
+where
+    S: Service<Request<()>> + Send,
+    S::Future: Send + 'static,
+    S::Error: std::fmt::Debug,
+{
+    let answered = hold(service).await;
+    tokio::spawn(async move {
+        answered.await.expect("answered");
+        since.elapsed()
+    })
+}
+
+/// A client in the middle of the queue hangs up: its slot passes unused, and the next request
+/// is scheduled after the last one waiting, not with it (the unconditional refund gave E the
+/// 30 s of D). Tokio's clock is paused, so each answer comes exactly at its timer.
+#[tokio::test(start_paused = true)]
+async fn a_slot_given_up_in_the_middle_of_the_queue_passes_unused() -> Result<(), Error> {
+    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("1/10s burst 5".parse()?)?,
+        100,
+        clock(),
+    )?);
+    let mut service = shaping_service(&limiter);
+    let next_delay = || limiter.peek(&"k".to_owned()).delay();
+    let since = tokio::time::Instant::now();
+
+    // A leaves at once; B, C and D are given 10, 20 and 30 s.
+    let a = leave_at(&mut service, since).await;
+    let b = hold(&mut service).await;
+    let c = leave_at(&mut service, since).await;
+    let d = leave_at(&mut service, since).await;
+    assert_eq!(next_delay(), Duration::from_secs(40));
+    // B's client hangs up: nothing comes back, its slot is not the end of the queue.
+    drop(b);
+    assert_eq!(next_delay(), Duration::from_secs(40));
+    // E is given 40 s, after D.
+    let e = leave_at(&mut service, since).await;
+    let secs = |s| Duration::from_secs(s);
+    assert_eq!(
+        [a.await?, c.await?, d.await?, e.await?],
+        [secs(0), secs(20), secs(30), secs(40)]
+    );
+    Ok(())
+}
+
+/// A client at the end of the queue hangs up: its slot goes to the next request exactly; and
+/// clients leaving from the end, the last first, give back every slot.
+#[tokio::test(start_paused = true)]
+async fn slots_given_up_from_the_end_of_the_queue_go_to_the_next_requests() -> Result<(), Error> {
+    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
+        LeakyBucket::new("1/10s burst 5".parse()?)?,
+        100,
+        clock(),
+    )?);
+    let mut service = shaping_service(&limiter);
+    let next_delay = || limiter.peek(&"k".to_owned()).delay();
+    let since = tokio::time::Instant::now();
+    let a = leave_at(&mut service, since).await;
+    let (b, c, d) = (
+        hold(&mut service).await,
+        hold(&mut service).await,
+        hold(&mut service).await,
+    );
+    assert_eq!(next_delay(), Duration::from_secs(40));
+    // D, the last, hangs up: E is given its 30 s.
+    drop(d);
+    assert_eq!(next_delay(), Duration::from_secs(30));
+    let e = hold(&mut service).await;
+    assert_eq!(next_delay(), Duration::from_secs(40));
+    // E, C and B hang up in that order, each the end of the queue in its turn: all come back.
+    drop(e);
+    drop(c);
+    drop(b);
+    assert_eq!(next_delay(), Duration::from_secs(10));
+    // The next is given B's 10 s.
+    let f = leave_at(&mut service, since).await;
+    assert_eq!([a.await?, f.await?], [Duration::ZERO, Duration::from_secs(10)]);
+    Ok(())
+}
+
+/// A limiter that counts the refunds the layer asks of it (and hands every call on).
+struct CountingRefunds {
+    limiter: KeyedLimiter<String, LeakyBucket, ManualClock>,
+    refunds: std::sync::atomic::AtomicUsize,
+}
+
+impl RateLimiter<String> for CountingRefunds {
+    fn decide(
+        &self,
+        key: &String,
+        cost: u64,
+    ) -> impl std::future::Future<Output = Result<tollgate::Decision, tollgate::middleware::LimiterError>> + Send
+    {
+        self.limiter.decide(key, cost)
+    }
+
+    fn decide_now(
+        &self,
+        key: &String,
+        cost: u64,
+    ) -> Option<Result<tollgate::Decision, tollgate::middleware::LimiterError>> {
+        self.limiter.decide_now(key, cost)
+    }
+
+    fn decide_now_within(
+        &self,
+        key: &String,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(tollgate::Decision, Origin), tollgate::middleware::LimiterError>> {
+        self.limiter.decide_now_within(key, cost, max_delay)
+    }
+
+    fn policy(&self) -> tollgate::middleware::Policy {
+        self.limiter.policy()
+    }
+
+    fn refund(&self, key: String, cost: u64, origin: Origin) {
+        // Relaxed: a count read after the layer's calls returned, on the same task.
+        self.refunds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.limiter.refund(key, cost, origin);
+    }
+}
+
+/// A wait above the maximum is refused by the limiter itself, in the decision, with nothing
+/// counted: no slot to give back, so none that a concurrent admission behind it could turn
+/// into a slot wasted for good (admitted, then refunded, it was counted for a moment).
+#[tokio::test(start_paused = true)]
+async fn a_wait_beyond_the_maximum_is_never_counted() -> Result<(), Error> {
+    let limiter = Arc::new(CountingRefunds {
+        limiter: KeyedLimiter::with_clock(LeakyBucket::new("1/10s burst 5".parse()?)?, 100, clock())?,
+        refunds: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let mut service = RateLimitLayer::builder(Arc::clone(&limiter), api_key())
+        .max_delay(Duration::from_secs(15))
+        .build()
+        .layer(Hello);
+    let next_delay = || limiter.limiter.peek(&"k".to_owned()).delay();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx)).await?;
+        statuses.push(service.call(request()).await?.status());
+    }
+    // At once, 10 s, then 20 s: above 15 s, refused.
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]
+    );
+    assert_eq!(limiter.refunds.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(next_delay(), Duration::from_secs(20));
     Ok(())
 }
