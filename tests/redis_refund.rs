@@ -374,4 +374,149 @@ mod layer {
         next.abort();
         until(&limiter, Duration::from_secs(10)).await;
     }
+
+    /// The TAT (µs) a bucket's key holds in Redis, `None` without the key.
+    async fn tat(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
+        use redis::AsyncCommands;
+        let bytes: Option<Vec<u8>> = raw.get(key).await.unwrap();
+        bytes.map(|bytes| i64::from_le_bytes(bytes.as_slice().try_into().unwrap()))
+    }
+
+    /// Polls Redis until `key`'s TAT is `wanted` (µs).
+    async fn until_tat(raw: &mut redis::aio::MultiplexedConnection, key: &str, wanted: i64) {
+        let wait = async {
+            while tat(raw, key).await != Some(wanted) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{key} never held the TAT {wanted}"));
+    }
+
+    /// The layer's path through a Redis shaper on a client clock that stands still
+    /// ("1/10s burst 5"): each admission names the end of its slot, and a refund gives the slot
+    /// back only while it still ends the key's queue in Redis (`gcra_refund.lua` compares).
+    ///
+    /// Refunds run on tasks of their own (`RateLimiter::refund` is called from a destructor):
+    /// this runtime runs them in the order they were started, over the limiter's one
+    /// connection, so once a later refund on a marker key is seen in Redis, the earlier one has
+    /// run too.
+    #[tokio::test]
+    async fn a_slot_in_the_middle_of_the_fleets_queue_passes_unused() {
+        use tollgate::middleware::{Origin, RateLimiter};
+        let server = RedisServer::start();
+        let now = Timestamp::from_secs(1_800_000_000);
+        let limiter = super::client_time_limiter(
+            &server,
+            LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
+            &ManualClock::starting_at(now),
+            "p:",
+        )
+        .await;
+        let mut raw = super::raw_connection(&server).await;
+        let (key, marker) = ("k".to_owned(), "m".to_owned());
+        let (redis_key, marker_key) = (limiter.redis_key(&key), limiter.redis_key(&marker));
+        let micros = |secs: u64| (now.as_nanos() / 1_000 + secs * 1_000_000) as i64;
+        let decide = |key: &String| {
+            let key = key.clone();
+            let limiter = &limiter;
+            async move { RateLimiter::<String>::decide_within(limiter, &key, 1, None).await.unwrap() }
+        };
+        // The refund script is loaded before the refunds whose order matters (a first call
+        // answered NOSCRIPT is sent again, after later ones).
+        assert!(!limiter.refund_n("warm-up", 1).await.unwrap());
+
+        // A at once; B, C, D given 10, 20, 30 s; each names its slot's end.
+        let mut slots = Vec::new();
+        for secs in 0..4 {
+            let (decision, origin) = decide(&key).await;
+            assert_eq!(decision.delay(), Duration::from_secs(10 * secs));
+            let end = Timestamp::from_secs(1_800_000_000 + 10 * (secs + 1));
+            assert_eq!(origin, Origin::Slot { end });
+            slots.push(origin);
+        }
+        assert_eq!(tat(&mut raw, &redis_key).await, Some(micros(40)));
+        // The marker key: one slot at once, one waiting, given back at the end.
+        let _ = decide(&marker).await;
+        let (_, marker_slot) = decide(&marker).await;
+
+        // B hangs up: its end (20 s) no longer matches the TAT (40 s), nothing moves.
+        RateLimiter::<String>::refund(&limiter, key.clone(), 1, slots[1]);
+        RateLimiter::<String>::refund(&limiter, marker.clone(), 1, marker_slot);
+        until_tat(&mut raw, &marker_key, micros(10)).await;
+        assert_eq!(tat(&mut raw, &redis_key).await, Some(micros(40)));
+        // E is given 40 s, after D.
+        let (e, e_slot) = decide(&key).await;
+        assert_eq!(e.delay(), Duration::from_secs(40));
+
+        // E, the last, hangs up: its slot goes back exactly, and F is given it.
+        RateLimiter::<String>::refund(&limiter, key.clone(), 1, e_slot);
+        until_tat(&mut raw, &redis_key, micros(40)).await;
+        let (f, _) = decide(&key).await;
+        assert_eq!(f.delay(), Duration::from_secs(40));
+    }
+
+    /// On the server's clock, the script's reply names the slot's end too: the last slot given
+    /// back moves the TAT back exactly one interval.
+    #[tokio::test]
+    async fn on_the_servers_clock_the_last_slot_goes_back() {
+        use tollgate::middleware::{Origin, RateLimiter};
+        let server = RedisServer::start();
+        let limiter = RedisLimiter::builder(
+            server.url(),
+            LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
+            FailurePolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            },
+        )
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+        let mut raw = super::raw_connection(&server).await;
+        let key = "k".to_owned();
+        let redis_key = limiter.redis_key(&key);
+        let _ = RateLimiter::<String>::decide_within(&limiter, &key, 1, None).await.unwrap();
+        let (waiting, origin) = RateLimiter::<String>::decide_within(&limiter, &key, 1, None).await.unwrap();
+        assert!(waiting.delay() > Duration::from_secs(9), "{waiting:?}");
+        let Origin::Slot { end } = origin else {
+            panic!("a shaped admission by Redis names its slot: {origin:?}")
+        };
+        let end = i64::try_from(end.as_nanos() / 1_000).unwrap();
+        assert_eq!(tat(&mut raw, &redis_key).await, Some(end));
+        RateLimiter::<String>::refund(&limiter, key.clone(), 1, origin);
+        until_tat(&mut raw, &redis_key, end - 10_000_000).await;
+    }
+
+    /// A wait above the maximum is refused by the script itself: nothing is written, so there
+    /// is no slot to give back. Its refusal is told when the wait fits.
+    #[tokio::test]
+    async fn a_wait_above_the_maximum_is_refused_by_the_script() {
+        use tollgate::middleware::{Origin, RateLimiter};
+        let server = RedisServer::start();
+        let now = Timestamp::from_secs(1_800_000_000);
+        let limiter = super::client_time_limiter(
+            &server,
+            LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
+            &ManualClock::starting_at(now),
+            "p:",
+        )
+        .await;
+        let mut raw = super::raw_connection(&server).await;
+        let key = "k".to_owned();
+        let redis_key = limiter.redis_key(&key);
+        let max = Some(Duration::from_secs(15));
+        let decide = || RateLimiter::<String>::decide_within(&limiter, &key, 1, max);
+        assert!(decide().await.unwrap().0.is_allowed());
+        assert_eq!(decide().await.unwrap().0.delay(), Duration::from_secs(10));
+        let before = tat(&mut raw, &redis_key).await;
+        // 20 s: above 15 s.
+        let (refused, origin) = decide().await.unwrap();
+        assert!(!refused.is_allowed(), "{refused:?}");
+        assert_eq!(refused.retry_after(), Duration::from_secs(5));
+        assert_eq!(refused.remaining(), 0);
+        assert_eq!(origin, Origin::Limiter);
+        assert_eq!(tat(&mut raw, &redis_key).await, before, "nothing was written");
+    }
 }

@@ -226,6 +226,32 @@ mod tests {
     }
 
     #[test]
+    fn slot_replies_carry_the_slots_end_and_agree_with_the_core_within_the_maximum() {
+        let shaper = LeakyBucket::new("10/s burst 5".parse().unwrap()).unwrap();
+        // Admitted 300 ms ahead, the TAT at 1_000_300_000 µs: its slot ends there.
+        let admitted = slot_decision(&shaper, &packed(&[300_000, 1_000_300_000]), 1, None).unwrap();
+        assert_eq!(admitted.0.delay(), Duration::from_millis(200));
+        assert_eq!(admitted.1, Some(1_000_300_000));
+        // Refused for a wait of 200 ms above a maximum of 150 ms: the core refuses it too, and
+        // tells 50 ms; without the maximum the core admits it, so the reply is not believed.
+        let refused = slot_decision(&shaper, &Value::Int(-1 - 200_000), 1, Some(150_000_000)).unwrap();
+        assert_eq!((refused.0.is_allowed(), refused.1), (false, None));
+        assert_eq!(refused.0.retry_after(), Duration::from_millis(50));
+        assert_eq!(slot_decision(&shaper, &Value::Int(-1 - 200_000), 1, None), None);
+        // An admission without its end, an end before `after`, or a refusal with one.
+        assert_eq!(slot_decision(&shaper, &Value::Int(300_000), 1, None), None);
+        assert_eq!(slot_decision(&shaper, &packed(&[300_000, 7]), 1, None), None);
+        assert_eq!(slot_decision(&shaper, &packed(&[-1 - 600_000, 1_000_300_000]), 1, None), None);
+        let extremes = [i64::MIN, -2, -1, 0, 1, i64::MAX];
+        for &a in &extremes {
+            for &b in &extremes {
+                let _ = slot_decision(&shaper, &packed(&[a, b]), 1, Some(u64::MAX));
+                let _ = slot_decision(&shaper, &Value::Int(a), 1, Some(0));
+            }
+        }
+    }
+
+    #[test]
     fn gcra_replies_that_disagree_with_the_core_are_refused() {
         // "Admitted" with the TAT past the tolerance, or below the request's own need.
         assert_eq!(gcra(&bucket(), 100_000, 900_000, 1), None);
