@@ -94,8 +94,9 @@ proptest! {
         run_with_backward_steps(count, period, burst, start, false, &ops)?;
     }
 
-    /// With slots given back (`refund_slot_at`, the shaper's refund) between the requests:
-    /// every answer, and whether each refund gave anything back, equals the queue simulation's,
+    /// With slots given back (`refund_slot_at`, the shaper's refund) between the requests, and
+    /// some requests allowed to wait only so long (`check_n_within_at`): every answer, and
+    /// whether each refund gave anything back, equals the queue simulation's,
     /// in which a slot leaves the queue only from its end; and the slots of the requests that
     /// leave never overlap (the spacing a shaper exists for).
     #[test]
@@ -177,8 +178,16 @@ fn run_with_slot_refunds(
             }
             _ => {
                 let cost = op.cost(burst);
-                let got = peek_then_check(&limiter, op, now, cost)?;
-                let expected = model.decide(now, cost);
+                // Some requests may wait at most a few intervals (the layer's `max_delay`).
+                let max_delay = (op.raw() % 4 == 0).then(|| (op.raw() >> 2) % (burst * interval + 1));
+                let (got, expected) = match max_delay {
+                    Some(max) => {
+                        let at = Timestamp::from_nanos(now);
+                        let got = limiter.check_n_within_at(cost, Duration::from_nanos(max), at).unwrap();
+                        (Expected::of(&got), model.decide_within(now, cost, max))
+                    }
+                    None => (peek_then_check(&limiter, op, now, cost)?, model.decide(now, cost)),
+                };
                 prop_assert_eq!(got, expected, "request {} at t={} weight {}", i, now, cost);
                 if got.allowed && cost > 0 {
                     let end = now + got.reset_after;

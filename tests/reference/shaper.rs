@@ -78,6 +78,29 @@ impl ShaperModel {
         self.schedule(now, cost).1 < self.burst
     }
 
+    /// Decides a request of weight `cost` at `now` that may wait at most `max_delay` for its
+    /// start: one that would wait longer is refused and nothing is scheduled; it is told that
+    /// no request passes now within the maximum, and to come back at the first time its wait
+    /// would fit (searched over the simulation). Any other answer is `decide`'s.
+    pub(crate) fn decide_within(&mut self, now: u64, cost: u64, max_delay: u64) -> Expected {
+        let mut tried = self.clone();
+        let expected = tried.decide(now, cost);
+        if !expected.allowed || expected.delay <= max_delay {
+            *self = tried;
+            return expected;
+        }
+        self.last = Some(now);
+        let wait = |d: u64| self.schedule(now + d, cost).0 - (now + d);
+        let until_empty = self.last_end().map_or(0, |end| end.saturating_sub(now));
+        Expected {
+            allowed: false,
+            remaining: 0,
+            retry_after: first_true(0, until_empty, |d| wait(d) <= max_delay),
+            reset_after: until_empty,
+            delay: 0,
+        }
+    }
+
     /// Decides a request of weight `cost` at `now`, and schedules it if accepted.
     pub(crate) fn decide(&mut self, now: u64, cost: u64) -> Expected {
         if let Some(last) = self.last {

@@ -111,6 +111,11 @@ impl Op {
         }
     }
 
+    /// The op's raw random word, for a test's own choices.
+    pub(crate) fn raw(&self) -> u64 {
+        self.raw
+    }
+
     /// The weight, in `0..=capacity`: often 1, otherwise uniform.
     pub(crate) fn cost(&self, capacity: u64) -> u64 {
         if self.cost < 96 {
