@@ -123,9 +123,11 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         Ok(self.algorithm.decide(cell::load(&self.state), now, cost).decision)
     }
 
-    /// Gives back `cost` units admitted earlier and never used, for example by a shaped request
-    /// whose client left before its slot: the next request may take its place. Returns whether
-    /// anything was given back.
+    /// Gives back `cost` units admitted earlier and never used: the next request may take their
+    /// place. Returns whether anything was given back. For a shaped request whose client left
+    /// before its slot, [`refund_slot`](Self::refund_slot) keeps the shaper's spacing; this one
+    /// gives back even a slot in the middle of the queue, whose interval then goes to the next
+    /// request, which leaves with the last one waiting.
     ///
     /// Only the buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket))
     /// can give units back; the windows cannot tell when their units were admitted, so they keep

@@ -122,9 +122,9 @@ impl Gcra {
     /// Gives back `cost` slots: the TAT moves back by `cost * T`, but never behind `now` (a TAT
     /// at or before `now` is a full bucket, so there is nothing more to give back).
     ///
-    /// For the shaper this shortens the queue by `cost` slots: the next request takes the freed
-    /// place, so the total admitted stays within the quota even if requests already scheduled
-    /// behind the abandoned one keep their later slots.
+    /// Unconditional: for the shaper, a slot in the middle of the queue given back this way
+    /// goes to the next request, which then shares the instant of the last one waiting; the
+    /// shaper's own refund is [`refund_slot`](Self::refund_slot).
     pub(crate) fn refund(&self, tat: u64, now: u64, cost: u64) -> u64 {
         if tat <= now {
             return tat;

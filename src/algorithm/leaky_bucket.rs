@@ -14,7 +14,10 @@ use super::{Algorithm, Transition};
 ///
 /// A request of weight `n` takes `n` consecutive slots and proceeds at the first: its units
 /// leave together, so "`count` per `period`" holds for units of weight-1 requests; with weights,
-/// a period can see up to `count - 1 + n` units leave. A refund moves the queue's end back
+/// a period can see up to `count - 1 + n` units leave. A slot given back with
+/// [`refund_slot`](crate::DirectLimiter::refund_slot) leaves the queue only if it is its end
+/// (otherwise it passes unused), so requests keep leaving one interval apart; the
+/// unconditional [`refund_n`](crate::DirectLimiter::refund_n) moves the queue's end back
 /// without moving requests already waiting, so the next request may share the last one's
 /// instant (`docs/algorithms.md`, "Leaky bucket").
 ///
