@@ -308,7 +308,9 @@ async fn hold<S: Service<Request<()>>>(service: &mut S) -> S::Future
 where
     S::Error: std::fmt::Debug,
 {
-    std::future::poll_fn(|cx| service.poll_ready(cx)).await.expect("ready");
+    std::future::poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .expect("ready");
     service.call(request())
 }
 

@@ -129,7 +129,10 @@ proptest! {
 type Step = (Op, Option<u8>);
 
 fn steps(max_len: usize) -> impl Strategy<Value = Vec<Step>> {
-    (ops(max_len), proptest::collection::vec(proptest::option::weighted(0.4, any::<u8>()), max_len))
+    (
+        ops(max_len),
+        proptest::collection::vec(proptest::option::weighted(0.4, any::<u8>()), max_len),
+    )
         .prop_map(|(ops, refunds)| ops.into_iter().zip(refunds).collect())
 }
 
@@ -183,7 +186,9 @@ fn run_with_slot_refunds(
                 let (got, expected) = match max_delay {
                     Some(max) => {
                         let at = Timestamp::from_nanos(now);
-                        let got = limiter.check_n_within_at(cost, Duration::from_nanos(max), at).unwrap();
+                        let got = limiter
+                            .check_n_within_at(cost, Duration::from_nanos(max), at)
+                            .unwrap();
                         (Expected::of(&got), model.decide_within(now, cost, max))
                     }
                     None => (peek_then_check(&limiter, op, now, cost)?, model.decide(now, cost)),

@@ -421,7 +421,11 @@ mod layer {
         let decide = |key: &String| {
             let key = key.clone();
             let limiter = &limiter;
-            async move { RateLimiter::<String>::decide_within(limiter, &key, 1, None).await.unwrap() }
+            async move {
+                RateLimiter::<String>::decide_within(limiter, &key, 1, None)
+                    .await
+                    .unwrap()
+            }
         };
         // The refund script is loaded before the refunds whose order matters (a first call
         // answered NOSCRIPT is sent again, after later ones).
@@ -477,8 +481,12 @@ mod layer {
         let mut raw = super::raw_connection(&server).await;
         let key = "k".to_owned();
         let redis_key = limiter.redis_key(&key);
-        let _ = RateLimiter::<String>::decide_within(&limiter, &key, 1, None).await.unwrap();
-        let (waiting, origin) = RateLimiter::<String>::decide_within(&limiter, &key, 1, None).await.unwrap();
+        let _ = RateLimiter::<String>::decide_within(&limiter, &key, 1, None)
+            .await
+            .unwrap();
+        let (waiting, origin) = RateLimiter::<String>::decide_within(&limiter, &key, 1, None)
+            .await
+            .unwrap();
         assert!(waiting.delay() > Duration::from_secs(9), "{waiting:?}");
         let Origin::Slot { end } = origin else {
             panic!("a shaped admission by Redis names its slot: {origin:?}")

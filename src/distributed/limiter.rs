@@ -315,7 +315,12 @@ impl RedisLimiter {
     }
 
     /// One decision in `mode`, and, for a `'slot'` admission by Redis, the end of its slot (µs).
-    async fn call(&self, key: &str, cost: u64, mode: Mode) -> Result<(RedisDecision, Option<u64>), RedisCheckError> {
+    async fn call(
+        &self,
+        key: &str,
+        cost: u64,
+        mode: Mode,
+    ) -> Result<(RedisDecision, Option<u64>), RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);

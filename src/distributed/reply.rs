@@ -68,7 +68,9 @@ pub(crate) fn slot_decision(
             let [after, end] = integers(bytes)?;
             let decision = gcra_within(shaper, interval, after, cost, max_delay)?;
             // The end is the TAT, `now + after` with `now` non-negative: at least `after`.
-            let end = u64::try_from(end).ok().filter(|&end| end >= after.unsigned_abs())?;
+            let end = u64::try_from(end)
+                .ok()
+                .filter(|&end| end >= after.unsigned_abs())?;
             (decision.is_allowed() && after >= 0 && cost > 0).then_some((decision, Some(end)))
         }
         _ => None,
@@ -241,7 +243,10 @@ mod tests {
         // An admission without its end, an end before `after`, or a refusal with one.
         assert_eq!(slot_decision(&shaper, &Value::Int(300_000), 1, None), None);
         assert_eq!(slot_decision(&shaper, &packed(&[300_000, 7]), 1, None), None);
-        assert_eq!(slot_decision(&shaper, &packed(&[-1 - 600_000, 1_000_300_000]), 1, None), None);
+        assert_eq!(
+            slot_decision(&shaper, &packed(&[-1 - 600_000, 1_000_300_000]), 1, None),
+            None
+        );
         let extremes = [i64::MIN, -2, -1, 0, 1, i64::MAX];
         for &a in &extremes {
             for &b in &extremes {
