@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
-use super::algorithm::{Program, Reader, RedisAlgorithm, MAX_SPAN_MICROS};
+use super::algorithm::{Program, RedisAlgorithm};
 use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
@@ -301,6 +301,7 @@ impl RedisLimiter {
         cost: u64,
         max_delay: Option<Duration>,
     ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
+        use super::algorithm::{Reader, MAX_SPAN_MICROS};
         let mode = match self.program.reader {
             // Above the largest span a script holds, no backlog reaches the maximum.
             Reader::LeakyBucket(_) => Mode::Slot(max_delay.map(|max| {
@@ -340,6 +341,7 @@ impl RedisLimiter {
             Mode::Peek => {
                 call.arg("peek");
             }
+            #[cfg(feature = "tower")]
             Mode::Slot(max) => {
                 call.arg("slot");
                 if let Some(max) = max {
@@ -390,7 +392,8 @@ impl RedisLimiter {
     /// A script's reply, read for `mode`: the decision, and a `'slot'` admission's end (µs).
     fn read(&self, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
         match (mode, &self.program.reader) {
-            (Mode::Slot(max), Reader::LeakyBucket(shaper)) => {
+            #[cfg(feature = "tower")]
+            (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
                 // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
                 let max = max.map(|max| max.saturating_mul(1_000));
                 reply::slot_decision(shaper, reply, cost, max)
@@ -406,6 +409,7 @@ impl RedisLimiter {
 enum Mode {
     Check,
     Peek,
+    #[cfg(feature = "tower")]
     Slot(Option<u64>),
 }
 
