@@ -138,4 +138,17 @@ impl Decision {
     pub const fn delay(&self) -> Duration {
         Duration::from_nanos(self.delay_nanos)
     }
+
+    /// The end of the slot this decision gave, when it was decided at `decided_at`: that time
+    /// plus its reset-after (a bucket's reset-after is exactly its new TAT minus `now`, in whole
+    /// nanoseconds, so this is the TAT it stored), the `end` a `refund_slot` compares. `None`
+    /// unless counted and admitted ([`Outcome::Allowed`]): a refusal or an untracked admission
+    /// holds no slot.
+    #[cfg(any(feature = "tower", feature = "redis"))]
+    pub(crate) fn slot_end(&self, decided_at: crate::Timestamp) -> Option<crate::Timestamp> {
+        match self.outcome {
+            Outcome::Allowed => Some(decided_at.saturating_add(self.reset_after())),
+            _ => None,
+        }
+    }
 }

@@ -200,6 +200,26 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         }))
     }
 
+    /// [`check_n_within`](Self::check_n_within) (with no maximum when `max_delay` is `None`:
+    /// `check_n`) decided at a time read once, with the end of the slot an admission was given
+    /// ([`Decision::slot_end`]), for [`refund_slot`](Self::refund_slot).
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn check_slot(
+        &self,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
+        let now = self.clock.now();
+        let decision = match max_delay {
+            Some(max) => self.check_n_within_at(cost, max, now),
+            None => self.check_n_at(cost, now),
+        }?;
+        Ok((decision, decision.slot_end(now)))
+    }
+
     /// Gives back the slot of `cost` units that ended the queue at `end`, only if it still
     /// does: no other admission has been scheduled after it since (other than ones given back
     /// in their turn). Otherwise nothing is given back: the slot passes unused, and the

@@ -291,6 +291,27 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         }))
     }
 
+    /// [`check_n_within`](Self::check_n_within) (with no maximum when `max_delay` is `None`:
+    /// `check_n`) decided at a time read once, with the end of the slot an admission was given
+    /// ([`Decision::slot_end`]), for [`refund_slot`](Self::refund_slot).
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    #[cfg(any(feature = "tower", feature = "redis"))]
+    pub(crate) fn check_slot(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
+        let now = self.clock.now();
+        let decision = match max_delay {
+            Some(max) => self.check_n_within_at(key, cost, max, now),
+            None => self.check_n_at(key, cost, now),
+        }?;
+        Ok((decision, decision.slot_end(now)))
+    }
+
     /// Gives back the slot of `cost` units for `key` that ended its queue at `end`, only if it
     /// still does; returns whether anything was given back. An absent key has nothing to give
     /// back. See [`DirectLimiter::refund_slot`](crate::DirectLimiter::refund_slot): this is

@@ -46,8 +46,12 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// effort, its failures are dropped, and a refund still in flight when the runtime shuts down
 /// is lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
 /// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's
-/// own limiter ([`FailurePolicy::refund_n`](super::FailurePolicy::refund_n)), which did. A
-/// decision of fail open or fail closed counted nothing and gives nothing back.
+/// own limiter, which did, under the same condition as Redis's when the fallback named the
+/// slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and
+/// unconditionally when it did not ([`FailurePolicy::refund_n`](super::FailurePolicy::refund_n):
+/// a custom [`LocalFallback`](super::LocalFallback) that keeps the default
+/// [`check_slot`](super::LocalFallback::check_slot)). A decision of fail open or fail closed
+/// counted nothing and gives nothing back.
 impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
         let decided = self.decide_with_origin(key, cost);
@@ -68,8 +72,12 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
 
     /// A shaper's admission by Redis comes with the end of its slot ([`Origin::Slot`]): its
     /// refund gives the slot back only if it still ends the key's queue in Redis. A wait above
-    /// `max_delay` is refused by the script itself, with nothing counted (by the local
-    /// fallback, it is admitted there, then refused by the layer and refunded to it).
+    /// `max_delay` is refused by the script itself, with nothing counted. While Redis is away
+    /// the local fallback is asked the same
+    /// ([`LocalFallback::check_slot`](super::LocalFallback::check_slot)): the keyed and direct
+    /// limiters refuse a longer wait themselves and name their slot's end
+    /// ([`Origin::FallbackSlot`]); a fallback that names none answers [`Origin::Fallback`],
+    /// and a longer wait it admits is refused by the layer and refunded to it.
     fn decide_within(
         &self,
         key: &K,
@@ -82,9 +90,10 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
                 .check_slot(&key, cost, max_delay)
                 .await
                 .map_err(LimiterError::new)?;
-            let origin = match (origin(answer.decided_by), end) {
-                (Origin::Limiter, Some(end)) => Origin::Slot { end },
-                (origin, _) => origin,
+            let origin = match (answer.decided_by, end) {
+                (DecidedBy::Redis, Some(end)) => Origin::Slot { end },
+                (DecidedBy::Fallback, Some(end)) => Origin::FallbackSlot { end },
+                (decided_by, _) => origin(decided_by),
             };
             Ok((answer.decision, origin))
         }
@@ -109,6 +118,10 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
             // See above: never to Redis, which did not count it; to the share that did.
             Origin::Fallback => {
                 self.failure_policy().refund_n(&key.to_string(), cost);
+                return;
+            }
+            Origin::FallbackSlot { end } => {
+                self.failure_policy().refund_slot(&key.to_string(), cost, end);
                 return;
             }
             Origin::Uncounted => return,

@@ -295,33 +295,28 @@ impl RedisLimiter {
     /// [`prepare_refund`](Self::prepare_refund) compares. The other algorithms never delay a
     /// request: their decision is `check_n`'s, without an end.
     #[cfg(feature = "tower")]
+    ///
+    /// When Redis does not answer, a [`Fallback`](FailurePolicy::Fallback) is asked the same,
+    /// whatever its algorithm ([`LocalFallback::check_slot`](super::LocalFallback::check_slot)),
+    /// and its admission comes with the end of the slot it gave, on its own clock.
+    #[cfg(feature = "tower")]
     pub(crate) async fn check_slot(
         &self,
         key: &str,
         cost: u64,
         max_delay: Option<Duration>,
     ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
-        use super::algorithm::{Reader, MAX_SPAN_MICROS};
-        let mode = match self.program.reader {
-            // Above the largest span a script holds, no backlog reaches the maximum.
-            Reader::LeakyBucket(_) => Mode::Slot(max_delay.map(|max| {
-                u64::try_from(max.as_micros()).map_or(MAX_SPAN_MICROS, |max| max.min(MAX_SPAN_MICROS))
-            })),
-            _ => Mode::Check,
-        };
-        let (decision, end) = self.call(key, cost, mode).await?;
-        // Whole microseconds below 2^53 (checked by `reply`): exact in nanoseconds.
-        let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
-        Ok((decision, end))
+        self.call(key, cost, Mode::Slot(max_delay)).await
     }
 
-    /// One decision in `mode`, and, for a `'slot'` admission by Redis, the end of its slot (µs).
+    /// One decision in `mode`, and, for a `'slot'` admission, the end of its slot: the TAT
+    /// Redis stored, or the end the fallback named.
     async fn call(
         &self,
         key: &str,
         cost: u64,
         mode: Mode,
-    ) -> Result<(RedisDecision, Option<u64>), RedisCheckError> {
+    ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
@@ -343,9 +338,12 @@ impl RedisLimiter {
             }
             #[cfg(feature = "tower")]
             Mode::Slot(max) => {
-                call.arg("slot");
-                if let Some(max) = max {
-                    call.arg(&max.to_le_bytes()[..]);
+                // Only the shaper's script has a `'slot'` mode; the others never delay.
+                if matches!(self.program.reader, super::algorithm::Reader::LeakyBucket(_)) {
+                    call.arg("slot");
+                    if let Some(max) = max.map(slot_micros) {
+                        call.arg(&max.to_le_bytes()[..]);
+                    }
                 }
             }
         }
@@ -357,6 +355,8 @@ impl RedisLimiter {
                 Ok(Ok(reply)) => match self.read(&reply, cost, mode) {
                     Some((decision, end)) => {
                         self.breaker.succeeded();
+                        // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
+                        let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
                         return Ok((RedisDecision::by_redis(decision), end));
                     }
                     None => Failure::Reply,
@@ -374,19 +374,15 @@ impl RedisLimiter {
         } else {
             Failure::RecentlyDown
         };
-        let (decision, decided_by) = self.policy.decide(
-            key,
-            cost,
-            matches!(mode, Mode::Peek),
-            self.program.capacity,
-            self.probe_interval,
-        );
+        let (decision, decided_by, end) =
+            self.policy
+                .decide(key, cost, mode, self.program.capacity, self.probe_interval);
         let decision = RedisDecision {
             decision,
             decided_by,
             failure: Some(failure),
         };
-        Ok((decision, None))
+        Ok((decision, end))
     }
 
     /// A script's reply, read for `mode`: the decision, and a `'slot'` admission's end (µs).
@@ -395,7 +391,7 @@ impl RedisLimiter {
             #[cfg(feature = "tower")]
             (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
                 // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
-                let max = max.map(|max| max.saturating_mul(1_000));
+                let max = max.map(|max| slot_micros(max).saturating_mul(1_000));
                 reply::slot_decision(shaper, reply, cost, max)
             }
             _ => reply::decision(&self.program.reader, reply, cost).map(|decision| (decision, None)),
@@ -403,14 +399,23 @@ impl RedisLimiter {
     }
 }
 
-/// What a script call asks: to count (`check_n`), to peek, or (the shaper through the tower
-/// layer) to count with the slot's end in the reply, and a longest wait in whole µs.
+/// What a decision asks (of the script, or of the failure policy when Redis does not answer):
+/// to count (`check_n`), to peek, or (through the tower layer) to count with the slot's end
+/// and a longest wait (the shaper's script alone has this mode; the others' is `Check`).
 #[derive(Clone, Copy, Debug)]
-enum Mode {
+pub(super) enum Mode {
     Check,
     Peek,
     #[cfg(feature = "tower")]
-    Slot(Option<u64>),
+    Slot(Option<Duration>),
+}
+
+/// A longest wait as the shaper's script takes it: whole µs (truncated), at most the largest
+/// span a script holds, above which no backlog reaches the maximum.
+#[cfg(feature = "tower")]
+fn slot_micros(max: Duration) -> u64 {
+    use super::algorithm::MAX_SPAN_MICROS;
+    u64::try_from(max.as_micros()).map_or(MAX_SPAN_MICROS, |max| max.min(MAX_SPAN_MICROS))
 }
 
 /// The scripts' first argument: `cost`, the algorithm's two parameters and, on a client's clock,

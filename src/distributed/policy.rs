@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+use super::limiter::Mode;
 use crate::time::duration_to_nanos_saturating;
-use crate::{CostTooLarge, Decision, DirectLimiter, KeyedLimiter, KeyedLogLimiter, LogLimiter};
+use crate::{CostTooLarge, Decision, DirectLimiter, KeyedLimiter, KeyedLogLimiter, LogLimiter, Timestamp};
 
 /// What a [`RedisLimiter`](super::RedisLimiter) answers when Redis does not (down, restarting,
 /// slower than the deadline, or answering an error of its own).
@@ -57,6 +58,18 @@ impl FailurePolicy {
         }
     }
 
+    /// [`refund_n`](Self::refund_n) of a slot the [`Fallback`](FailurePolicy::Fallback) limiter
+    /// gave `key` and that ended its queue at `end` ([`LocalFallback::check_slot`] named it):
+    /// given back only if it still does ([`LocalFallback::refund_slot`]), so that the requests
+    /// queued behind it keep their spacing. Returns whether anything was given back: always
+    /// `false` for the other policies.
+    pub fn refund_slot(&self, key: &str, cost: u64, end: Timestamp) -> bool {
+        match self {
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => false,
+            FailurePolicy::Fallback(local) => local.refund_slot(key, cost, end),
+        }
+    }
+
     /// Forgets what this policy counted for `key` while Redis was away: the
     /// [`Fallback`](FailurePolicy::Fallback) limiter's [`LocalFallback::reset`]. Returns whether
     /// the key was still being limited there: always `false` for the other policies, which count
@@ -68,36 +81,40 @@ impl FailurePolicy {
         }
     }
 
-    /// The answer when Redis did not give one.
-    pub(crate) fn decide(
+    /// The answer when Redis did not give one, to a decision in `mode`, and the end of the slot
+    /// the fallback gave (for `Mode::Slot`, when its [`LocalFallback::check_slot`] names it).
+    pub(super) fn decide(
         &self,
         key: &str,
         cost: u64,
-        peek: bool,
+        mode: Mode,
         capacity: u64,
         probe_interval: Duration,
-    ) -> (Decision, DecidedBy) {
+    ) -> (Decision, DecidedBy, Option<Timestamp>) {
         match self {
             FailurePolicy::FailOpen => (
                 Decision::untracked(Decision::allowed(capacity - cost, 0, 0)),
                 DecidedBy::FailOpen,
+                None,
             ),
             FailurePolicy::FailClosed { retry_after } => (
                 Decision::denied(0, duration_to_nanos_saturating(*retry_after), 0),
                 DecidedBy::FailClosed,
+                None,
             ),
             FailurePolicy::Fallback(local) => {
-                let decision = if peek {
-                    local.peek_n(key, cost)
-                } else {
-                    local.check_n(key, cost)
+                let decided = match mode {
+                    Mode::Check => local.check_n(key, cost).map(|decision| (decision, None)),
+                    Mode::Peek => local.peek_n(key, cost).map(|decision| (decision, None)),
+                    #[cfg(feature = "tower")]
+                    Mode::Slot(max_delay) => local.check_slot(key, cost, max_delay),
                 };
                 // A request heavier than the local limiter's capacity (a share of the quota)
                 // cannot pass it while Redis is away; it may pass once Redis is back, which is
                 // asked again after a probe interval.
                 let retry_after = duration_to_nanos_saturating(probe_interval);
-                let decision = decision.unwrap_or(Decision::denied(0, retry_after, 0));
-                (decision, DecidedBy::Fallback)
+                let (decision, end) = decided.unwrap_or((Decision::denied(0, retry_after, 0), None));
+                (decision, DecidedBy::Fallback, end)
             }
         }
     }
@@ -135,8 +152,53 @@ pub trait LocalFallback: Send + Sync {
     /// shaped request abandoned before its slot), with the semantics of
     /// [`KeyedLimiter::refund_n`]: only the buckets give back. Returns whether anything was
     /// given back; the default gives nothing back (`false`).
+    ///
+    /// The tower layer calls it for an admission whose [`check_slot`](Self::check_slot) named
+    /// no slot.
     fn refund_n(&self, key: &str, cost: u64) -> bool {
         let _ = (key, cost);
+        false
+    }
+
+    /// Decides a request of weight `cost` for `key` that will wait at most `max_delay` for its
+    /// slot (`None`: no maximum), and counts it if admitted; and, for an admission, the end of
+    /// the slot it was given, which [`refund_slot`](Self::refund_slot) compares. This is what
+    /// the tower layer asks of the fallback (for every algorithm, whatever Redis runs).
+    ///
+    /// A shaper refuses a request that would wait longer than `max_delay` in the same step as
+    /// the decision, with nothing counted (see [`KeyedLimiter::check_n_within`]); the end is
+    /// the time the decision was made at, read once, plus its
+    /// [`reset_after`](Decision::reset_after) (`None` for a refusal or an untracked admission).
+    /// The keyed and direct limiters implement it so.
+    ///
+    /// The default is [`check_n`](Self::check_n)'s decision with no end: the layer then refuses
+    /// a wait above its maximum itself and gives the slot back with
+    /// [`refund_n`](Self::refund_n), unconditionally, as before this method existed. An
+    /// implementation that returns an end must give it meaning in `refund_slot`.
+    ///
+    /// # Errors
+    /// [`CostTooLarge`], as for `check_n`.
+    fn check_slot(
+        &self,
+        key: &str,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
+        let _ = max_delay;
+        self.check_n(key, cost).map(|decision| (decision, None))
+    }
+
+    /// Gives back the slot of `cost` units for `key` that ended its queue at `end` (as
+    /// [`check_slot`](Self::check_slot) named it), only if it still does, with the semantics of
+    /// [`KeyedLimiter::refund_slot`]: a slot in the middle of the queue passes unused, so that
+    /// the requests behind it keep their spacing. Returns whether anything was given back.
+    ///
+    /// The default gives nothing back (`false`), like `refund_n`'s, and not `refund_n`: an
+    /// unconditional refund of a slot in the middle of the queue makes two requests leave
+    /// together, while a slot kept costs one unused interval. It is called only with an end
+    /// that `check_slot` returned, which the default `check_slot` never does.
+    fn refund_slot(&self, key: &str, cost: u64, end: Timestamp) -> bool {
+        let _ = (key, cost, end);
         false
     }
 
@@ -161,6 +223,19 @@ impl<A: Algorithm, C: Clock> LocalFallback for KeyedLimiter<str, A, C> {
 
     fn refund_n(&self, key: &str, cost: u64) -> bool {
         KeyedLimiter::refund_n(self, key, cost)
+    }
+
+    fn check_slot(
+        &self,
+        key: &str,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
+        KeyedLimiter::check_slot(self, key, cost, max_delay)
+    }
+
+    fn refund_slot(&self, key: &str, cost: u64, end: Timestamp) -> bool {
+        KeyedLimiter::refund_slot(self, key, cost, end)
     }
 
     fn reset(&self, key: &str) -> bool {
@@ -193,6 +268,19 @@ impl<A: Algorithm, C: Clock> LocalFallback for DirectLimiter<A, C> {
 
     fn refund_n(&self, _key: &str, cost: u64) -> bool {
         DirectLimiter::refund_n(self, cost)
+    }
+
+    fn check_slot(
+        &self,
+        _key: &str,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
+        DirectLimiter::check_slot(self, cost, max_delay)
+    }
+
+    fn refund_slot(&self, _key: &str, cost: u64, end: Timestamp) -> bool {
+        DirectLimiter::refund_slot(self, cost, end)
     }
 }
 

@@ -238,8 +238,9 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// The longest a shaped request may wait for its slot; a request that would be given a
     /// longer delay is refused with 429 and told to retry when the wait would fit. The limiter
     /// refuses it itself, counting nothing ([`RateLimiter::decide_now_within`]: a
-    /// [`KeyedLimiter`](crate::KeyedLimiter), a Redis limiter); a limiter that does not gets
-    /// the slot it gave refunded.
+    /// [`KeyedLimiter`](crate::KeyedLimiter), a Redis limiter and the keyed and direct local
+    /// fallbacks it decides with while Redis is away); a limiter that does not gets the slot it
+    /// gave refunded.
     /// Default: any delay the limiter gives (for the leaky bucket, at most `burst - 1` slots).
     ///
     /// The fields of the limiter's own decisions count what this maximum lets through: an

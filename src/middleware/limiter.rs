@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::policy::{AnnouncedPolicy, Policy};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Timestamp};
+use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Timestamp};
 
 /// A limiter the layer can put in front of a service: a [`Decision`] per key.
 ///
@@ -111,8 +111,19 @@ pub enum Origin {
         end: Timestamp,
     },
     /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
-    /// local fallback while Redis is away): the units go back to the stand-in.
+    /// local fallback while Redis is away): the units go back to the stand-in, unconditionally
+    /// (a fallback that does not name its slots: the default of the Redis limiter's
+    /// `LocalFallback::check_slot`).
     Fallback,
+    /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
+    /// local fallback while Redis is away), and gave the request the slot of the key's queue
+    /// that ends at `end`, as [`Slot`](Self::Slot) does for the limiter's own store: the slot
+    /// goes back to the stand-in only if it is still the end of its queue (the Redis limiter's
+    /// `LocalFallback::refund_slot`).
+    FallbackSlot {
+        /// When the slot ends, on the stand-in's clock.
+        end: Timestamp,
+    },
     /// Nothing counted them (a fail-open admission): nothing to give back.
     Uncounted,
 }
@@ -163,13 +174,13 @@ where
             Origin::Limiter => {
                 let _ = self.refund_n(&key, cost);
             }
-            Origin::Fallback | Origin::Uncounted => {}
+            Origin::Fallback | Origin::FallbackSlot { .. } | Origin::Uncounted => {}
         }
     }
 }
 
 /// A table's decision for a request allowed to wait at most `max_delay`, decided at a time read
-/// here, so that an admission's slot is known exactly: it ends at that time plus the decision's
+/// once, so that an admission's slot is known exactly: it ends at that time plus the decision's
 /// reset-after (the TAT a bucket stored).
 fn decide_slot<K: Hash, A: Algorithm, C: Clock>(
     limiter: &KeyedLimiter<K, A, C>,
@@ -177,18 +188,9 @@ fn decide_slot<K: Hash, A: Algorithm, C: Clock>(
     cost: u64,
     max_delay: Option<Duration>,
 ) -> Result<(Decision, Origin), LimiterError> {
-    let now = limiter.clock().now();
-    let decision = match max_delay {
-        Some(max) => limiter.check_n_within_at(key, cost, max, now),
-        None => limiter.check_n_at(key, cost, now),
-    }?;
-    let origin = match decision.outcome() {
-        Outcome::Allowed => Origin::Slot {
-            end: now.saturating_add(decision.reset_after()),
-        },
-        // A refusal counted nothing; an untracked admission (a full table) neither.
-        _ => Origin::Limiter,
-    };
+    let (decision, end) = limiter.check_slot(key, cost, max_delay)?;
+    // A refusal counted nothing; an untracked admission (a full table) neither.
+    let origin = end.map_or(Origin::Limiter, |end| Origin::Slot { end });
     Ok((decision, origin))
 }
 

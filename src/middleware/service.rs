@@ -192,13 +192,13 @@ fn answer<L, X: KeyExtractor>(
         Outcome::Allowed | Outcome::AllowedUntracked => {
             Answer::Forward(fields.on_admitted.then(|| match origin {
                 Origin::Limiter | Origin::Slot { .. } => fields.admitted(decision, shared.max_delay),
-                Origin::Fallback | Origin::Uncounted => fields.prepare(decision.remaining(), None),
+                Origin::Fallback | Origin::FallbackSlot { .. } | Origin::Uncounted => fields.prepare(decision.remaining(), None),
             }))
         }
         Outcome::Denied => {
             let retry_after = match origin {
                 Origin::Limiter | Origin::Slot { .. } => fields.refused_retry(decision, shared.max_delay),
-                Origin::Fallback | Origin::Uncounted => decision.retry_after(),
+                Origin::Fallback | Origin::FallbackSlot { .. } | Origin::Uncounted => decision.retry_after(),
             };
             Answer::Refuse(refusal::too_many_requests(
                 fields,
