@@ -5,9 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::limiter::Mode;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use super::limiter::Mode;
 use crate::time::duration_to_nanos_saturating;
 use crate::{CostTooLarge, Decision, DirectLimiter, KeyedLimiter, KeyedLogLimiter, LogLimiter, Timestamp};
 

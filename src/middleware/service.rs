@@ -192,7 +192,9 @@ fn answer<L, X: KeyExtractor>(
         Outcome::Allowed | Outcome::AllowedUntracked => {
             Answer::Forward(fields.on_admitted.then(|| match origin {
                 Origin::Limiter | Origin::Slot { .. } => fields.admitted(decision, shared.max_delay),
-                Origin::Fallback | Origin::FallbackSlot { .. } | Origin::Uncounted => fields.prepare(decision.remaining(), None),
+                Origin::Fallback | Origin::FallbackSlot { .. } | Origin::Uncounted => {
+                    fields.prepare(decision.remaining(), None)
+                }
             }))
         }
         Outcome::Denied => {
