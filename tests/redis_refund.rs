@@ -290,6 +290,89 @@ async fn a_refund_without_redis_gives_nothing_back_and_leaves_the_breaker_alone(
     assert_ne!(answer.failure, Some(Failure::RecentlyDown));
 }
 
+/// The keyed and direct limiters, as a fallback, name the end of the slot each admission gets
+/// (the decision's time plus its reset-after), refuse a wait above the maximum with nothing
+/// counted, and give a slot back only while it ends the queue; a fallback that keeps the
+/// provided methods names no slot, applies no maximum, and gives no slot back.
+#[test]
+fn a_fallback_names_its_slots_and_gives_back_only_the_last() {
+    use tollgate::distributed::LocalFallback;
+    use tollgate::{CostTooLarge, KeyedLimiter};
+    let start = Timestamp::from_secs(1_800_000_000);
+    let clock = ManualClock::starting_at(start);
+    let shaper = LeakyBucket::new(quota("1/10s burst 5")).unwrap();
+    let secs = Duration::from_secs;
+    let fallbacks = [
+        (
+            "keyed",
+            FailurePolicy::fallback(
+                KeyedLimiter::<str, _, _>::with_clock(shaper, 100, clock.clone()).unwrap(),
+            ),
+        ),
+        (
+            "direct",
+            FailurePolicy::fallback(DirectLimiter::with_clock(shaper, clock.clone())),
+        ),
+    ];
+    for (name, policy) in fallbacks {
+        let FailurePolicy::Fallback(local) = &policy else {
+            unreachable!()
+        };
+        let mut ends = Vec::new();
+        for slot in 1..=3 {
+            let (decision, end) = local.check_slot("k", 1, None).unwrap();
+            assert!(decision.is_allowed(), "{name}: {decision:?}");
+            assert_eq!(end, Some(start.saturating_add(secs(10 * slot))), "{name}");
+            ends.push(end.unwrap());
+        }
+        // The next would wait 30 s: above 25 s, refused, counted nowhere, no slot named.
+        let (refused, end) = local.check_slot("k", 1, Some(secs(25))).unwrap();
+        assert!(!refused.is_allowed(), "{name}: {refused:?}");
+        assert_eq!((refused.retry_after(), end), (secs(5), None), "{name}");
+        assert_eq!(local.peek_n("k", 0).unwrap().reset_after(), secs(30), "{name}");
+        assert!(
+            !policy.refund_slot("k", 1, ends[1]),
+            "{name}: the middle of the queue"
+        );
+        assert!(
+            policy.refund_slot("k", 1, ends[2]),
+            "{name}: the end of the queue"
+        );
+        assert!(
+            policy.refund_slot("k", 1, ends[1]),
+            "{name}: the end, in its turn"
+        );
+        assert_eq!(local.peek_n("k", 0).unwrap().reset_after(), secs(10), "{name}");
+    }
+
+    /// A fallback written before `check_slot` and `refund_slot` existed.
+    struct Custom(KeyedLimiter<str, LeakyBucket, ManualClock>);
+    impl LocalFallback for Custom {
+        fn check_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+            self.0.check_n(key, cost)
+        }
+        fn peek_n(&self, key: &str, cost: u64) -> Result<Decision, CostTooLarge> {
+            self.0.peek_n(key, cost)
+        }
+    }
+    let custom = Custom(KeyedLimiter::with_clock(shaper, 100, clock.clone()).unwrap());
+    let _ = custom.check_slot("k", 1, None).unwrap();
+    // `check_n`'s decision: the 10 s wait is admitted above a maximum of 0, with no end.
+    let (waiting, end) = custom.check_slot("k", 1, Some(Duration::ZERO)).unwrap();
+    assert_eq!(
+        (waiting.is_allowed(), waiting.delay(), end),
+        (true, secs(10), None)
+    );
+    assert!(!custom.refund_slot("k", 1, start.saturating_add(secs(20))));
+    assert_eq!(custom.0.peek_n("k", 0).unwrap().reset_after(), secs(20));
+    // Fail open counts nothing, fail closed admits nothing: no slot to give back.
+    assert!(!FailurePolicy::FailOpen.refund_slot("k", 1, start.saturating_add(secs(10))));
+    let closed = FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    };
+    assert!(!closed.refund_slot("k", 1, start.saturating_add(secs(10))));
+}
+
 #[cfg(feature = "tower")]
 mod layer {
     use std::sync::Arc;
