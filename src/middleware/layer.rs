@@ -247,7 +247,8 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// admitted response's `r` is the requests sent now that would wait no longer (each waits
     /// one slot more than the one before), `t` when one more would, and a refusal for a full
     /// queue says to retry when the queue has room and the wait fits. A decision by a stand-in
-    /// (a Redis limiter's local fallback, [`Origin::Fallback`](super::Origin::Fallback)) is
+    /// (a Redis limiter's local fallback, [`Origin::Fallback`](super::Origin::Fallback) or
+    /// [`Origin::FallbackSlot`](super::Origin::FallbackSlot)) is
     /// announced as it is: an admission's `r` is the share's own remaining (for a leaky share,
     /// its queue's room, of which this maximum may let fewer through), and a refusal's
     /// retry-after the share's own; the layer cannot tell the share's algorithm from its

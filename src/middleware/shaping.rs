@@ -16,7 +16,8 @@ use super::limiter::{Origin, RateLimiter};
 /// dropped, even before its first poll or while the inner service was not ready), it gives the
 /// slot back with [`RateLimiter::refund`].
 ///
-/// The slot goes back only if it is still the end of the key's queue ([`Origin::Slot`]): no
+/// The slot goes back only if it is still the end of the key's queue ([`Origin::Slot`], or
+/// [`Origin::FallbackSlot`] for a Redis limiter's local fallback): no
 /// request of the key has been given a slot after it since (other than ones given back in
 /// their turn). Then the key's bucket moves back one interval and the next request takes the
 /// slot exactly. Otherwise nothing is given back and the slot passes unused: the requests
