@@ -294,7 +294,6 @@ impl RedisLimiter {
     /// end of its slot (the TAT the script stored, as a timestamp of whole microseconds), which
     /// [`prepare_refund`](Self::prepare_refund) compares. The other algorithms never delay a
     /// request: their decision is `check_n`'s, without an end.
-    #[cfg(feature = "tower")]
     ///
     /// When Redis does not answer, a [`Fallback`](FailurePolicy::Fallback) is asked the same,
     /// whatever its algorithm ([`LocalFallback::check_slot`](super::LocalFallback::check_slot)),
