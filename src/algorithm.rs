@@ -72,10 +72,12 @@ pub trait Algorithm: Send + Sync {
     /// admission has been scheduled after it since (other than ones given back in their turn).
     /// Otherwise nothing is given back: the slot passes unused, and the requests scheduled
     /// behind it keep their places, one interval apart. Returns the state to store, as
-    /// [`refund`](Self::refund); the default gives nothing back.
+    /// [`refund`](Self::refund). The default is `refund` itself, unconditional (an algorithm
+    /// that does not know where its queue ends gives back as it always did, rather than never:
+    /// the tower layer refunds a shaped request's slot through this method).
     fn refund_slot(&self, state: u64, now: Timestamp, cost: u64, end: Timestamp) -> u64 {
-        let _ = (now, cost, end);
-        state
+        let _ = end;
+        self.refund(state, now, cost)
     }
 }
 

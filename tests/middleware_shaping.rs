@@ -476,3 +476,57 @@ async fn a_wait_beyond_the_maximum_is_never_counted() -> Result<(), Error> {
     assert_eq!(next_delay(), Duration::from_secs(20));
     Ok(())
 }
+
+/// An application's algorithm that delegates to the shaper and implements only the trait's
+/// required methods and `refund` (as any `Algorithm` written before `refund_slot` and
+/// `decide_within` existed): the layer still refuses a wait above its maximum without keeping
+/// the slot, and gives back the slot of a client that leaves from the end of the queue, through
+/// the provided defaults (`decide_within` is `decide`, `refund_slot` is `refund`).
+struct Delegating(LeakyBucket);
+
+impl tollgate::algorithm::Algorithm for Delegating {
+    fn capacity(&self) -> u64 {
+        self.0.capacity()
+    }
+
+    fn decide(&self, state: u64, now: tollgate::Timestamp, cost: u64) -> tollgate::algorithm::Transition {
+        self.0.decide(state, now, cost)
+    }
+
+    fn is_idle(&self, state: u64, now: tollgate::Timestamp) -> bool {
+        self.0.is_idle(state, now)
+    }
+
+    fn refund(&self, state: u64, now: tollgate::Timestamp, cost: u64) -> u64 {
+        self.0.refund(state, now, cost)
+    }
+}
+
+impl tollgate::middleware::AnnouncedPolicy for Delegating {
+    fn policy(&self) -> tollgate::middleware::Policy {
+        self.0.policy()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_algorithm_written_before_slot_refunds_still_gets_its_slots_back() -> Result<(), Error> {
+    let shaper = Delegating(LeakyBucket::new("1/10s burst 5".parse()?)?);
+    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(shaper, 100, clock())?);
+    let mut service = RateLimitLayer::builder(Arc::clone(&limiter), api_key())
+        .max_delay(Duration::from_secs(15))
+        .build()
+        .layer(Hello);
+    let next_delay = || limiter.peek(&"k".to_owned()).delay();
+    // A at once; B given 10 s and held; C would wait 20 s: refused, its slot given back.
+    assert_eq!(hold(&mut service).await.await?.status(), StatusCode::OK);
+    let b = hold(&mut service).await;
+    assert_eq!(
+        hold(&mut service).await.await?.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(next_delay(), Duration::from_secs(20), "C kept no slot");
+    // B, the end of the queue, hangs up: its slot goes back.
+    drop(b);
+    assert_eq!(next_delay(), Duration::from_secs(10), "B's slot came back");
+    Ok(())
+}
