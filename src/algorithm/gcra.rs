@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::divisor::Divisor;
 use crate::error::QuotaError;
+use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Quota};
 
 use super::Transition;
@@ -150,16 +151,24 @@ impl Gcra {
     /// (the shaper's): one that would wait longer is refused and nothing is stored, so that no
     /// slot has to be given back. Its refusal says: nothing passes now within the maximum
     /// (`remaining` 0), the same request fits once `backlog - max_delay` has passed (the queue
-    /// only shortens meanwhile), and the queue is empty after `backlog`. Any other decision is
-    /// `decide`'s.
+    /// only shortens meanwhile), and the queue is empty after `backlog`. A request refused for
+    /// a full queue while the backlog is above the maximum too says the same, with the later
+    /// of the two retry-afters: when the queue has room, its wait may still be too long.
+    /// Any other decision is `decide`'s.
     #[inline(always)]
     pub(crate) fn decide_within(&self, tat: u64, now: u64, cost: u64, max_delay: u64) -> Transition {
         let transition = self.decide(tat, now, cost, true);
         let backlog = tat.max(now) - now;
-        if transition.decision.is_allowed() && backlog > max_delay {
-            return Transition::refuse(tat, Decision::denied(0, backlog - max_delay, backlog));
+        if backlog <= max_delay {
+            return transition;
         }
-        transition
+        let fits = backlog - max_delay;
+        let retry = match transition.decision.is_allowed() {
+            true => fits,
+            // Both conditions only become true as time passes: the later of the two instants.
+            false => duration_to_nanos_saturating(transition.decision.retry_after()).max(fits),
+        };
+        Transition::refuse(tat, Decision::denied(0, retry, backlog))
     }
 
     /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.

@@ -85,17 +85,25 @@ impl ShaperModel {
     pub(crate) fn decide_within(&mut self, now: u64, cost: u64, max_delay: u64) -> Expected {
         let mut tried = self.clone();
         let expected = tried.decide(now, cost);
-        if !expected.allowed || expected.delay <= max_delay {
+        let backlog = self.schedule(now, 0).0 - now;
+        if backlog <= max_delay {
             *self = tried;
             return expected;
         }
         self.last = Some(now);
         let wait = |d: u64| self.schedule(now + d, cost).0 - (now + d);
         let until_empty = self.last_end().map_or(0, |end| end.saturating_sub(now));
+        // The first time the request both fits the queue and waits no longer than the maximum.
+        let retry_after = match expected.allowed {
+            true => first_true(0, until_empty, |d| wait(d) <= max_delay),
+            false => expected
+                .retry_after
+                .max(first_true(0, until_empty, |d| wait(d) <= max_delay)),
+        };
         Expected {
             allowed: false,
             remaining: 0,
-            retry_after: first_true(0, until_empty, |d| wait(d) <= max_delay),
+            retry_after,
             reset_after: until_empty,
             delay: 0,
         }
