@@ -14,7 +14,10 @@
 //! than A's ends, and the queue ends no earlier than C's slot (so no later request can be given
 //! a slot overlapping it). The broken twin gives B's slot back unconditionally
 //! (`refund_n_at`, through the same correct CAS loop): when C is admitted first, the queue's end
-//! moves back into C's slot, and loom must reject it on the spacing invariant.
+//! moves back into C's slot, and loom must reject it on the spacing invariant. That twin is
+//! wrong in a sequential order too; the second, direct only, is right in both orders and wrong
+//! only when interleaved: it checks the end with a load, then refunds unconditionally in a loop
+//! of its own (check-then-act), and loom must find C admitted between the two.
 //!
 //! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
 //! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
@@ -87,6 +90,10 @@ fn check((gave_back, c, end): Seen) {
 enum Refund {
     Slot,
     Unconditional,
+    /// A plausible racy implementation: the end checked by a load, then an unconditional
+    /// refund in its own loop (check-then-act). Unlike `Unconditional`, it is right in every
+    /// sequential order, so only an interleaving can reject it.
+    CheckThenRefund,
 }
 
 fn direct_model(refund: Refund) {
@@ -99,6 +106,9 @@ fn direct_model(refund: Refund) {
             thread::spawn(move || match refund {
                 Refund::Slot => limiter.refund_slot_at(1, B_END, AT_ZERO),
                 Refund::Unconditional => limiter.refund_n_at(1, AT_ZERO),
+                Refund::CheckThenRefund => {
+                    limiter.raw_state() == B_END.as_nanos() && limiter.refund_n_at(1, AT_ZERO)
+                }
             })
         };
         let c = limiter.check_at(AT_ZERO);
@@ -118,6 +128,7 @@ fn keyed_model(refund: Refund) {
             thread::spawn(move || match refund {
                 Refund::Slot => limiter.refund_slot_at(&7, 1, B_END, AT_ZERO),
                 Refund::Unconditional => limiter.refund_n_at(&7, 1, AT_ZERO),
+                Refund::CheckThenRefund => unreachable!("direct only"),
             })
         };
         let c = limiter.check_at(&7, AT_ZERO);
@@ -158,5 +169,12 @@ fn direct_unconditional_refund_twin_is_rejected() {
 fn keyed_unconditional_refund_twin_is_rejected() {
     assert_violation(SPACING, "the unconditional refund", || {
         keyed_model(Refund::Unconditional)
+    });
+}
+
+#[test]
+fn direct_check_then_refund_twin_is_rejected() {
+    assert_violation(SPACING, "the check-then-refund", || {
+        direct_model(Refund::CheckThenRefund)
     });
 }
