@@ -155,6 +155,11 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// For an operator's or an application's decision (a user who logged in successfully, an
     /// account whose quota was raised), not for the request path. A decision racing it is
     /// counted either before the reset (and forgotten) or after it (and kept).
+    ///
+    /// A slot admitted before the reset must not be given back after it with
+    /// [`refund_slot`](Self::refund_slot): its end names no slot any more, and when a slot
+    /// admitted after the reset ends at the same instant (one time base, a coarse or manual
+    /// clock), that slot is given back instead, and two requests are given the same instant.
     pub fn reset(&self) -> bool {
         self.reset_at(self.clock.now())
     }

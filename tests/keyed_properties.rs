@@ -58,7 +58,7 @@ struct Op {
     weight: u64,
     /// Use the `_at` forms with an explicit time instead of the clock.
     at: bool,
-    /// Reset the key first (roomy tables only).
+    /// Reset the key first.
     reset: bool,
 }
 
