@@ -530,3 +530,33 @@ async fn an_algorithm_written_before_slot_refunds_still_gets_its_slots_back() ->
     assert_eq!(next_delay(), Duration::from_secs(10), "B's slot came back");
     Ok(())
 }
+
+/// What the layer is told of each kind of decision by a table: a counted admission names its
+/// slot, an untracked one (a table full of keys in debt, `WhenFull::Admit`) was counted
+/// nowhere, so nothing of it may ever be given back, and a refusal holds nothing.
+#[test]
+fn a_table_names_the_slot_of_a_counted_admission_only() -> Result<(), Error> {
+    let limiter =
+        KeyedLimiter::<String, _, _>::with_clock(LeakyBucket::new("1/10s burst 2".parse()?)?, 1, clock())?
+            .when_full(tollgate::WhenFull::Admit);
+    let slots = limiter.slots();
+    let decide = |key: &str| {
+        limiter
+            .decide_now_within(&key.to_owned(), 1, None)
+            .expect("a table decides at once")
+            .expect("fits")
+    };
+    for key in 0..slots {
+        let (decision, origin) = decide(&key.to_string());
+        assert!(decision.is_allowed());
+        assert!(matches!(origin, Origin::Slot { .. }), "{origin:?}");
+    }
+    let (untracked, origin) = decide("newcomer");
+    assert_eq!(untracked.outcome(), tollgate::Outcome::AllowedUntracked);
+    assert_eq!(origin, Origin::Uncounted);
+    assert!(decide("0").0.is_allowed(), "burst 2: a second request waits");
+    let (refused, origin) = decide("0");
+    assert!(!refused.is_allowed());
+    assert_eq!(origin, Origin::Limiter);
+    Ok(())
+}

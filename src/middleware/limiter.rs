@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::policy::{AnnouncedPolicy, Policy};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Timestamp};
+use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Timestamp};
 
 /// A limiter the layer can put in front of a service: a [`Decision`] per key.
 ///
@@ -189,8 +189,14 @@ fn decide_slot<K: Hash, A: Algorithm, C: Clock>(
     max_delay: Option<Duration>,
 ) -> Result<(Decision, Origin), LimiterError> {
     let (decision, end) = limiter.check_slot(key, cost, max_delay)?;
-    // A refusal counted nothing; an untracked admission (a full table) neither.
-    let origin = end.map_or(Origin::Limiter, |end| Origin::Slot { end });
+    // A counted admission holds the slot that ends at `end`. An untracked admission (a full
+    // table) counted nothing, so nothing of it may ever be given back; a refusal is never
+    // refunded.
+    let origin = match (end, decision.outcome()) {
+        (Some(end), _) => Origin::Slot { end },
+        (None, Outcome::AllowedUntracked) => Origin::Uncounted,
+        (None, _) => Origin::Limiter,
+    };
     Ok((decision, origin))
 }
 
