@@ -169,6 +169,32 @@ impl<A: Algorithm> Reference<'_, A> {
     }
 }
 
+/// Resets `key` in the limiter and in the reference (`at`: with the explicit time): the limiter
+/// answers whether the reference's state was still limiting, and both start afresh.
+fn reset_both<A: Algorithm>(
+    limiter: &KeyedLimiter<u64, A, ManualClock>,
+    reference: &mut Reference<'_, A>,
+    key: u64,
+    now: u64,
+    at: bool,
+    i: usize,
+) -> Result<(), TestCaseError> {
+    let limiting = if at {
+        limiter.reset_at(&key, ts(now))
+    } else {
+        limiter.reset(&key)
+    };
+    prop_assert_eq!(
+        limiting,
+        !reference.is_idle(key, ts(now)),
+        "op {}: reset of key {}",
+        i,
+        key
+    );
+    reference.states.insert(key, FRESH_STATE);
+    Ok(())
+}
+
 /// The trace's key set: `keys` distinct `u64`s, spread out.
 fn key_of(op: &Op, keys: u8) -> u64 {
     u64::from(op.key % keys).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed
@@ -196,19 +222,7 @@ fn roomy<A: Algorithm + Debug>(
         let key = key_of(op, keys);
         let cost = op.weight % (capacity_units + 1);
         if op.reset {
-            let limiting = if op.at {
-                limiter.reset_at(&key, ts(now))
-            } else {
-                limiter.reset(&key)
-            };
-            prop_assert_eq!(
-                limiting,
-                !reference.is_idle(key, ts(now)),
-                "op {}: reset of key {}",
-                i,
-                key
-            );
-            reference.states.insert(key, FRESH_STATE);
+            reset_both(&limiter, &mut reference, key, now, op.at, i)?;
         }
         let len = limiter.len();
         let expected = reference.decide(key, ts(now), cost);
@@ -288,19 +302,7 @@ fn tight<A: Algorithm + Debug>(
         let key = key_of(op, keys);
         let cost = op.weight % (capacity_units + 1);
         if op.reset {
-            let limiting = if op.at {
-                limiter.reset_at(&key, ts(now))
-            } else {
-                limiter.reset(&key)
-            };
-            prop_assert_eq!(
-                limiting,
-                !reference.is_idle(key, ts(now)),
-                "op {}: reset of key {}",
-                i,
-                key
-            );
-            reference.states.insert(key, FRESH_STATE);
+            reset_both(&limiter, &mut reference, key, now, op.at, i)?;
         }
         let len = limiter.len();
         let expected = reference.decide(key, ts(now), cost);
