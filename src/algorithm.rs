@@ -61,7 +61,9 @@ pub trait Algorithm: Send + Sync {
     /// [`delay`](Decision::delay): one whose delay would be longer is refused (not counted)
     /// instead, so that the caller never has to give back a slot it cannot use. The default is
     /// `decide`, right for every algorithm whose decisions carry no delay; the shaper
-    /// ([`LeakyBucket`]) overrides it.
+    /// ([`LeakyBucket`]) overrides it. An override must decide as `decide` when `max_delay` is
+    /// `u64::MAX` (no wait is longer): a [`KeyedLimiter`](crate::KeyedLimiter) decides a new
+    /// key's plain `check_n` so.
     // Always inlined, as every algorithm's `decide`: the keyed table's insert path calls this
     // default for every algorithm but the shaper, and returning the transition through memory
     // cost an insert 38 instructions (callgrind, `keyed/*/insert/tollgate`).

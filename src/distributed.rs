@@ -22,8 +22,11 @@
 //!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while
 //!   one probe per pause checks whether Redis is back.
 //! - **Refunds**: [`RedisLimiter::refund_n`] gives a bucket's unused units back to the fleet (one
-//!   more script call, best effort), as the local `refund_n`; the tower layer starts one in the
-//!   background for a shaped request abandoned before its slot.
+//!   more script call, best effort), as the local `refund_n`; for a shaped request abandoned
+//!   before its slot the tower layer starts the same call in the background, with the slot's
+//!   end, so that the slot goes back only while it still ends the key's queue.
+//! - **Resets**: [`RedisLimiter::reset`] forgets a key for the whole fleet (and in this
+//!   instance's fallback); a reset that does not reach Redis is a [`RedisResetError`].
 //!
 //! The scripts, the key layout, the time modes and their precision, and what bounds the speed
 //! are in `docs/distributed.md`.

@@ -211,10 +211,11 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         Ok(self.peek_decision(key, now, cost))
     }
 
-    /// Gives back `cost` units admitted earlier for `key` and never used (a shaped request whose
-    /// client left before its slot). Returns whether anything was given back; an absent key has
-    /// nothing to give back. See [`DirectLimiter::refund_n`](crate::DirectLimiter::refund_n) for
-    /// which algorithms can.
+    /// Gives back `cost` units admitted earlier for `key` and never used, unconditionally.
+    /// Returns whether anything was given back; an absent key has nothing to give back. See
+    /// [`DirectLimiter::refund_n`](crate::DirectLimiter::refund_n) for which algorithms can; a
+    /// shaped request whose client left before its slot gives it back with
+    /// [`refund_slot`](Self::refund_slot), which keeps the shaper's spacing.
     #[inline]
     pub fn refund_n(&self, key: &K, cost: u64) -> bool {
         self.refund_n_at(key, cost, self.clock.now())

@@ -1,6 +1,7 @@
 -- tollgate: GCRA refund, for the token bucket and the leaky bucket shaper: gives back `cost`
 -- units admitted earlier and never used (a shaped request abandoned before its slot), as the
--- local limiters' `refund_n`: the TAT moves back by `cost * T`, never behind now.
+-- local limiters' `refund_n` (with ARGV[2], their `refund_slot`): the TAT moves back by
+-- `cost * T`, never behind now.
 -- KEYS[1]  the key of gcra.lua: the TAT, integer microseconds, as 8 bytes (struct '<i8');
 --          absent = a full bucket, nothing to give back.
 -- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as for

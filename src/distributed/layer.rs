@@ -37,12 +37,15 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// like any other. Errors (a key holding another type, a cost above the capacity) go to the
 /// layer's [`OnLimiterError`](crate::middleware::OnLimiterError) policy.
 ///
-/// A shaped request abandoned while it waits (the leaky bucket), or refused for a wait above
-/// the layer's maximum, gives its slot back where it was counted
-/// ([`decide_with_origin`](RateLimiter::decide_with_origin) says where). A slot Redis gave goes
-/// back to the fleet: [`refund`](RateLimiter::refund) starts [`RedisLimiter::refund_n`] on a
-/// task of its own and returns at once, since it is called from a destructor. Without a tokio
-/// runtime on the dropping thread nothing is started (and nothing panics); the refund is best
+/// A shaped request abandoned while it waits (the leaky bucket), or refused by the layer for a
+/// wait above its maximum (only after a fallback that does not refuse such a wait itself: Redis
+/// and the keyed and direct fallbacks do, counting nothing), gives its slot back where it was
+/// counted ([`decide_within`](RateLimiter::decide_within) says where). A slot Redis gave goes
+/// back to the fleet only if it still ends the key's queue there: [`refund`](RateLimiter::refund)
+/// starts one `EVALSHA` of `gcra_refund.lua` with the slot's end (the refund of
+/// [`RedisLimiter::refund_n`], made conditional) on a task of its own and returns at once,
+/// since it is called from a destructor. Without a tokio runtime on the dropping thread
+/// nothing is started (and nothing panics); the refund is best
 /// effort, its failures are dropped, and a refund still in flight when the runtime shuts down
 /// is lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
 /// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's

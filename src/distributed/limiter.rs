@@ -142,9 +142,12 @@ impl RedisLimiter {
         self.decide(key, cost, true).await
     }
 
-    /// Gives back `cost` units admitted earlier for `key` and never used, for example by a
-    /// shaped request whose client left before its slot: the next request, from any instance
-    /// of the fleet, may take its place. Returns whether anything was given back.
+    /// Gives back `cost` units admitted earlier and never used for `key`, unconditionally: the
+    /// next request, from any instance of the fleet, may take their place. Returns whether
+    /// anything was given back. A slot in the middle of a shaper's queue given back this way
+    /// makes the next request leave with the last one waiting; the tower layer gives a shaped
+    /// request's slot back only while it still ends the key's queue (`docs/distributed.md`,
+    /// "Refunds").
     ///
     /// The semantics of the local [`refund_n`](crate::KeyedLimiter::refund_n): only the buckets
     /// ([`RedisAlgorithm::TokenBucket`], [`RedisAlgorithm::LeakyBucket`]) give units back, in

@@ -81,9 +81,12 @@ pub trait RateLimiter<K>: Send + Sync {
     fn policy(&self) -> Policy;
 
     /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
-    /// client left before its slot, or whose wait was above the layer's maximum. `origin` is
-    /// where its decision said they were counted, so that they go back there and nowhere else;
-    /// an [`Origin::Slot`] goes back only if it is still the end of the key's queue.
+    /// client left before its slot, or whose wait was above the layer's maximum (admitted by a
+    /// limiter that keeps the provided [`decide_now_within`](Self::decide_now_within) and
+    /// [`decide_within`](Self::decide_within), or by a stand-in that does not refuse such a wait
+    /// itself). `origin` is where its decision said they were counted, so that they go back
+    /// there and nowhere else; an [`Origin::Slot`] goes back only if it is still the end of the
+    /// key's queue.
     /// Called from a destructor, so it cannot wait: a limiter whose refund needs I/O starts it
     /// and returns. The default gives nothing back.
     fn refund(&self, key: K, cost: u64, origin: Origin) {

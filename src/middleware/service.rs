@@ -271,9 +271,10 @@ where
     X: KeyExtractor,
 {
     if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
-        // Too long a wait, admitted by a limiter that does not refuse it itself
-        // (`RateLimiter::decide_now_within`'s default, or a Redis limiter's local fallback):
-        // give the slot back and say when the wait would fit.
+        // Too long a wait, admitted by a limiter that does not refuse it itself (the defaults
+        // of `RateLimiter::decide_now_within` and `decide_within`, or a Redis limiter's
+        // `LocalFallback` that keeps the default `check_slot`): give the slot back and say when
+        // the wait would fit.
         shared.limiter.refund(key, COST, origin);
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
@@ -281,7 +282,7 @@ where
     Ok(Slot::taken(Arc::clone(shared), key, COST, origin))
 }
 
-/// The asynchronous path of a limiter that decides elsewhere (`decide_now` gave `None`):
+/// The asynchronous path of a limiter that decides elsewhere (`decide_now_within` gave `None`):
 /// `inner` is a clone not polled ready yet, polled only once the decision forwards the request.
 async fn decide_later<S, L, X, ReqBody, ResBody>(
     shared: Arc<Shared<L, X>>,
