@@ -93,7 +93,7 @@ enum Refund {
     /// A plausible racy implementation: the end checked by a load, then an unconditional
     /// refund in its own loop (check-then-act). Unlike `Unconditional`, it is right in every
     /// sequential order, so only an interleaving can reject it.
-    CheckThenRefund,
+    CheckThenAct,
 }
 
 fn direct_model(refund: Refund) {
@@ -106,7 +106,7 @@ fn direct_model(refund: Refund) {
             thread::spawn(move || match refund {
                 Refund::Slot => limiter.refund_slot_at(1, B_END, AT_ZERO),
                 Refund::Unconditional => limiter.refund_n_at(1, AT_ZERO),
-                Refund::CheckThenRefund => {
+                Refund::CheckThenAct => {
                     limiter.raw_state() == B_END.as_nanos() && limiter.refund_n_at(1, AT_ZERO)
                 }
             })
@@ -128,7 +128,7 @@ fn keyed_model(refund: Refund) {
             thread::spawn(move || match refund {
                 Refund::Slot => limiter.refund_slot_at(&7, 1, B_END, AT_ZERO),
                 Refund::Unconditional => limiter.refund_n_at(&7, 1, AT_ZERO),
-                Refund::CheckThenRefund => unreachable!("direct only"),
+                Refund::CheckThenAct => unreachable!("direct only"),
             })
         };
         let c = limiter.check_at(&7, AT_ZERO);
@@ -175,6 +175,6 @@ fn keyed_unconditional_refund_twin_is_rejected() {
 #[test]
 fn direct_check_then_refund_twin_is_rejected() {
     assert_violation(SPACING, "the check-then-refund", || {
-        direct_model(Refund::CheckThenRefund)
+        direct_model(Refund::CheckThenAct)
     });
 }
