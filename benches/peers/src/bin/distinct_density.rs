@@ -3,8 +3,14 @@
 //! same cache lines for different keys.
 //!
 //! ```text
-//! cargo run -p tollgate-peers --release --bin distinct_density -- [ROUNDS] [DECISIONS]
+//! cargo build -p tollgate-peers --profile bench --benches --bin distinct_density
+//! target/release/distinct_density [ROUNDS] [DECISIONS]
 //! ```
+//!
+//! (`--benches` builds the library as the benchmarks link it, with the dev-dependencies'
+//! features, so these loops are the benchmarks' machine code: `benches/loop_code.py`. A plain
+//! `cargo run --release --bin distinct_density` builds a second library, whose loops may be
+//! compiled differently.)
 //!
 //! As `contention/*/keyed_distinct` does: thread `t` decides its own 1,000 keys
 //! (`t * 1000 .. t * 1000 + 1000`) in turn, with the benchmarks' quota (never refused, never
