@@ -173,3 +173,118 @@ fn a_keyed_log_reset_forgets_only_that_key_and_frees_its_slot() {
     assert!(!limiter.check_at(&0, ts(T0)).is_allowed(), "key 0 untouched");
     assert_eq!(limiter.check_at(&newcomer, ts(T0)).outcome(), Outcome::Allowed);
 }
+
+/// Workers in a stress run, each making `STRESS_CALLS` weight-1 requests; runs per limiter.
+const STRESS_WORKERS: usize = 6;
+const STRESS_CALLS: usize = 2_000;
+const STRESS_RUNS: usize = 20;
+/// The burst of the stressed bucket.
+const STRESS_BURST: u64 = 50;
+
+/// Six threads make weight-1 requests on one bucket (or key) at a frozen time while a seventh
+/// resets it whenever a peek finds it exhausted. Time is frozen, so nothing can be admitted
+/// between that peek and the reset: every epoch before the last admits exactly the burst, and the
+/// admissions of all threads together are exactly `burst * resets` plus what the last epoch
+/// used. An admission lost or counted twice among many threads, a reset that does not give the
+/// whole burst back or says the exhausted bucket was not limiting, breaks the count. (A reset
+/// here never races an admission, which cannot happen while the bucket is exhausted; that race
+/// is `loom-tests/tests/reset.rs`'.) Returns how many resets the run made.
+fn stress(
+    check: impl Fn() -> bool + Sync,
+    exhausted: impl Fn() -> bool + Sync,
+    reset: impl Fn() -> bool + Sync,
+    left: impl Fn() -> u64,
+) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let admitted = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let mut resets = 0;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..STRESS_WORKERS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mine = (0..STRESS_CALLS).filter(|_| check()).count() as u64;
+                    // Relaxed: read after the scope joins every thread.
+                    admitted.fetch_add(mine, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let resetter = scope.spawn(|| {
+            let mut resets = 0;
+            // Relaxed: a stop flag; the count is read after the joins.
+            while !done.load(Ordering::Relaxed) {
+                if exhausted() {
+                    assert!(reset(), "an exhausted bucket is still limiting");
+                    resets += 1;
+                }
+                std::thread::yield_now();
+            }
+            resets
+        });
+        for worker in workers {
+            worker.join().expect("a worker panicked");
+        }
+        done.store(true, Ordering::Relaxed);
+        resets = resetter.join().expect("the resetter panicked");
+    });
+    let used_last = STRESS_BURST - left();
+    assert_eq!(
+        admitted.into_inner(),
+        STRESS_BURST * resets + used_last,
+        "{resets} resets"
+    );
+    resets
+}
+
+#[test]
+fn concurrent_checks_and_resets_of_a_direct_limiter_count_exactly() {
+    let mut resets = 0;
+    for _ in 0..STRESS_RUNS {
+        let clock = ManualClock::starting_at(ts(T0));
+        let limiter = DirectLimiter::with_clock(token_bucket(STRESS_BURST), clock);
+        let left = || {
+            let peek = limiter.peek();
+            if peek.is_allowed() {
+                peek.remaining() + 1
+            } else {
+                0
+            }
+        };
+        resets += stress(
+            || limiter.check().is_allowed(),
+            || !limiter.peek().is_allowed(),
+            || limiter.reset(),
+            left,
+        );
+    }
+    eprintln!("direct: {resets} resets over {STRESS_RUNS} runs");
+    assert!(resets > 0, "the resetter never ran while the workers did");
+}
+
+#[test]
+fn concurrent_checks_and_resets_of_a_key_count_exactly() {
+    let mut resets = 0;
+    for _ in 0..STRESS_RUNS {
+        let clock = ManualClock::starting_at(ts(T0));
+        let limiter = KeyedLimiter::<u64, _, _>::with_clock(token_bucket(STRESS_BURST), 16, clock).unwrap();
+        // Another key in debt beside it: a reset of one key must not touch another.
+        assert!(limiter.check_n_at(&8, STRESS_BURST, ts(T0)).unwrap().is_allowed());
+        let left = || {
+            let peek = limiter.peek(&7);
+            if peek.is_allowed() {
+                peek.remaining() + 1
+            } else {
+                0
+            }
+        };
+        resets += stress(
+            || limiter.check(&7).is_allowed(),
+            || !limiter.peek(&7).is_allowed(),
+            || limiter.reset(&7),
+            left,
+        );
+        assert!(!limiter.peek(&8).is_allowed(), "the other key keeps its count");
+    }
+    eprintln!("keyed: {resets} resets over {STRESS_RUNS} runs");
+    assert!(resets > 0, "the resetter never ran while the workers did");
+}
