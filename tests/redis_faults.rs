@@ -13,7 +13,7 @@ use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
-    PACKED_LOG_LIMIT,
+    RedisResetError, PACKED_LOG_LIMIT,
 };
 use tollgate::{
     FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Outcome, Quota, SlidingLog, SlidingWindow,
@@ -778,7 +778,7 @@ async fn two_node_cluster() -> [RedisServer; 2] {
 
 /// This client talks to one node and does not follow redirects: on a Redis Cluster, a key whose
 /// slot lives on another node is a typed error naming that node, never a silent decision of
-/// the failure policy (fail open, here).
+/// the failure policy (fail open, here); a reset of it too.
 #[tokio::test(flavor = "current_thread")]
 async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
     let nodes = two_node_cluster().await;
@@ -803,6 +803,13 @@ async fn a_cluster_redirect_is_a_typed_error_not_a_policy_decision() {
             Err(RedisCheckError::ClusterRedirect { key: redis_key, node }) => {
                 assert_eq!((redis_key, node), (limiter.redis_key(&key), other.clone()));
                 redirected += 1;
+                // A reset of that key is redirected the same way, and says so.
+                match limiter.reset(&key).await {
+                    Err(RedisResetError::ClusterRedirect { key: redis_key, node }) => {
+                        assert_eq!((redis_key, node), (limiter.redis_key(&key), other.clone()));
+                    }
+                    other => panic!("{key}: a reset answered {other:?}"),
+                }
             }
             Err(error) => panic!("{key}: {error}"),
         }
