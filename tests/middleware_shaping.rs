@@ -303,6 +303,16 @@ fn shaping_service(limiter: &Arc<Shaper>) -> RateLimit<Hello, Arc<Shaper>, Heade
 
 type Shaper = KeyedLimiter<String, LeakyBucket, ManualClock>;
 
+/// A keyed shaper whose clock stands still: a slot every 10 s, one at once and up to 4
+/// waiting, room for 100 keys.
+fn ten_second_shaper() -> Result<Shaper, Error> {
+    Ok(KeyedLimiter::with_clock(
+        LeakyBucket::new("1/10s burst 5".parse()?)?,
+        100,
+        clock(),
+    )?)
+}
+
 /// Calls `service` now (the layer decides at once): the response future, which holds the slot.
 async fn hold<S: Service<Request<()>>>(service: &mut S) -> S::Future
 where
@@ -341,11 +351,7 @@ where
 /// 30 s of D). Tokio's clock is paused, so each answer comes exactly at its timer.
 #[tokio::test(start_paused = true)]
 async fn a_slot_given_up_in_the_middle_of_the_queue_passes_unused() -> Result<(), Error> {
-    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
-        LeakyBucket::new("1/10s burst 5".parse()?)?,
-        100,
-        clock(),
-    )?);
+    let limiter = Arc::new(ten_second_shaper()?);
     let mut service = shaping_service(&limiter);
     let next_delay = || limiter.peek(&"k".to_owned()).delay();
     let since = tokio::time::Instant::now();
@@ -373,11 +379,7 @@ async fn a_slot_given_up_in_the_middle_of_the_queue_passes_unused() -> Result<()
 /// clients leaving from the end, the last first, give back every slot.
 #[tokio::test(start_paused = true)]
 async fn slots_given_up_from_the_end_of_the_queue_go_to_the_next_requests() -> Result<(), Error> {
-    let limiter = Arc::new(KeyedLimiter::<String, _, _>::with_clock(
-        LeakyBucket::new("1/10s burst 5".parse()?)?,
-        100,
-        clock(),
-    )?);
+    let limiter = Arc::new(ten_second_shaper()?);
     let mut service = shaping_service(&limiter);
     let next_delay = || limiter.peek(&"k".to_owned()).delay();
     let since = tokio::time::Instant::now();
@@ -454,7 +456,7 @@ impl RateLimiter<String> for CountingRefunds {
 #[tokio::test(start_paused = true)]
 async fn a_wait_beyond_the_maximum_is_never_counted() -> Result<(), Error> {
     let limiter = Arc::new(CountingRefunds {
-        limiter: KeyedLimiter::with_clock(LeakyBucket::new("1/10s burst 5".parse()?)?, 100, clock())?,
+        limiter: ten_second_shaper()?,
         refunds: std::sync::atomic::AtomicUsize::new(0),
     });
     let mut service = RateLimitLayer::builder(Arc::clone(&limiter), api_key())

@@ -53,3 +53,19 @@ fn a_keyed_refusal_of_a_full_and_long_queue_retries_when_both_fit() {
     let max = Duration::from_secs(2);
     full_and_long(|at| limiter.check_n_within_at(&7, 1, max, ts(at)).unwrap());
 }
+
+/// A weight no queue can ever hold is the typed error of `check_n`, whatever the maximum wait,
+/// and a keyed limiter inserts nothing for it.
+#[test]
+fn a_weight_above_the_capacity_is_an_error_within_a_maximum_too() {
+    let shaper = LeakyBucket::new("1/s burst 10".parse().unwrap()).unwrap();
+    let direct = DirectLimiter::with_clock(shaper, ManualClock::new());
+    let max = Duration::from_secs(2);
+    let error = direct.check_n_within_at(11, max, ts(T0)).unwrap_err();
+    assert_eq!((error.cost, error.capacity), (11, 10));
+    assert_eq!(direct.raw_state(), tollgate::algorithm::FRESH_STATE);
+    let keyed = KeyedLimiter::<u64, _, _>::with_clock(shaper, 8, ManualClock::new()).unwrap();
+    let error = keyed.check_n_within_at(&7, u64::MAX, max, ts(T0)).unwrap_err();
+    assert_eq!((error.cost, error.capacity), (u64::MAX, 10));
+    assert_eq!(keyed.len(), 0);
+}
