@@ -1,7 +1,7 @@
 //! Redis under `maxmemory` (`docs/distributed.md`, "Redis memory: maxmemory and eviction").
 //!
 //! With `noeviction` (Redis's default) and memory full, a script's first write fails with
-//! `OOM`: an admission is then answered by the failure policy (`Failure::Server`), a refusal
+//! `OOM`: an admission is then answered by the failure policy (`Failure::OutOfMemory`), a refusal
 //! or a peek (which write nothing) is still Redis's, nothing is counted or left without a TTL,
 //! and decisions go back to Redis by themselves once memory is available. With an evicting
 //! policy, an evicted key comes back fresh: a client in debt is admitted a whole quota again.
@@ -21,7 +21,8 @@ use redis::AsyncCommands;
 use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use tollgate::distributed::{DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
-    FixedWindow, LeakyBucket, ManualClock, Outcome, SlidingLog, SlidingWindow, Timestamp, TokenBucket,
+    FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Outcome, SlidingLog, SlidingWindow, Timestamp,
+    TokenBucket,
 };
 
 /// The retry-after of `client_time_limiter`'s `FailClosed`.
@@ -107,7 +108,7 @@ async fn assert_every_key_expires(raw: &mut MultiplexedConnection, when: &str) {
 
 /// With memory full under `noeviction`, for every algorithm: an admission fails to write and
 /// the policy answers it (`FailOpen` admits untracked, `FailClosed` refuses, both with
-/// `Failure::Server`); a refusal and a peek are still Redis's, even right after the failure (an
+/// `Failure::OutOfMemory`); a refusal and a peek are still Redis's, even right after the failure (an
 /// OOM is an answer from Redis, not a sign that it is down); the state and its TTL are as they
 /// were (nothing counted), even with the script to load again (`SCRIPT FLUSH`: `SCRIPT LOAD`
 /// is allowed under OOM), and a bucket's refund gives nothing back; and once `maxmemory` is lifted, Redis decides again with the count
@@ -148,7 +149,7 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
                 DecidedBy::FailOpen,
                 "{name} {round}: {admitted:?}"
             );
-            assert_eq!(admitted.failure, Some(Failure::Server), "{name} {round}");
+            assert_eq!(admitted.failure, Some(Failure::OutOfMemory), "{name} {round}");
             assert_eq!(admitted.decision.outcome(), Outcome::AllowedUntracked, "{name}");
             assert_eq!(admitted.decision.remaining(), capacity - 1, "{name}");
             assert_eq!(admitted.decision.retry_after(), Duration::ZERO, "{name}");
@@ -165,7 +166,7 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
 
             let shut = closed.check("k").await.unwrap();
             assert_eq!(shut.decided_by, DecidedBy::FailClosed, "{name} {round}: {shut:?}");
-            assert_eq!(shut.failure, Some(Failure::Server), "{name}");
+            assert_eq!(shut.failure, Some(Failure::OutOfMemory), "{name}");
             assert_eq!(shut.decision.outcome(), Outcome::Denied, "{name}");
             assert_eq!(shut.decision.remaining(), 0, "{name}");
             assert_eq!(shut.decision.retry_after(), CLOSED_RETRY, "{name}");
@@ -185,7 +186,7 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
             // A fresh key's admission fails too, and leaves no key behind.
             let fresh = open.check("fresh").await.unwrap();
             assert_eq!(fresh.decided_by, DecidedBy::FailOpen, "{name}: {fresh:?}");
-            assert_eq!(fresh.failure, Some(Failure::Server), "{name}");
+            assert_eq!(fresh.failure, Some(Failure::OutOfMemory), "{name}");
             let exists: bool = raw.exists(open.redis_key("fresh")).await.unwrap();
             assert!(!exists, "{name}: a failed first admission left a key");
         }
@@ -212,6 +213,59 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
             "{name}: counted twice or lost"
         );
         assert_every_key_expires(&mut raw, &name).await;
+    }
+}
+
+/// A server started full (`maxmemory 1`, below its own baseline, under `noeviction`): every
+/// algorithm's admission is `Failure::OutOfMemory`, never `Server`, and every policy answers it
+/// (fail open admits uncounted, fail closed refuses, the fallback counts it locally), with no
+/// key left in Redis. The breaker stays closed: a peek right after, which writes nothing, is
+/// Redis's.
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_started_full_is_out_of_memory_under_every_policy() {
+    let server = RedisServer::start_with(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+    let mut raw = raw_connection(&server).await;
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    for (index, algorithm) in every_algorithm().into_iter().enumerate() {
+        let name = label(&algorithm);
+        let bucket = TokenBucket::new("3/h".parse().unwrap()).unwrap();
+        let fallback = KeyedLimiter::<str, _, _>::with_clock(bucket, 100, clock.clone()).unwrap();
+        let policies = [
+            (
+                FailurePolicy::FailOpen,
+                DecidedBy::FailOpen,
+                Outcome::AllowedUntracked,
+            ),
+            (
+                FailurePolicy::FailClosed {
+                    retry_after: CLOSED_RETRY,
+                },
+                DecidedBy::FailClosed,
+                Outcome::Denied,
+            ),
+            (
+                FailurePolicy::fallback(fallback),
+                DecidedBy::Fallback,
+                Outcome::Allowed,
+            ),
+        ];
+        for (policy, decided_by, outcome) in policies {
+            let prefix = format!("oom{index}:");
+            let limiter = client_time_limiter_with(&server, algorithm, &clock, &prefix, policy).await;
+            let answer = limiter.check("k").await.unwrap();
+            assert_eq!(answer.failure, Some(Failure::OutOfMemory), "{name}: {answer:?}");
+            assert_eq!(answer.decided_by, decided_by, "{name}: {answer:?}");
+            assert_eq!(answer.decision.outcome(), outcome, "{name}: {answer:?}");
+            let exists: bool = raw.exists(limiter.redis_key("k")).await.unwrap();
+            assert!(!exists, "{name}: a refused write left a key");
+            let peek = limiter.peek("k").await.unwrap();
+            assert_eq!(
+                peek.decided_by,
+                DecidedBy::Redis,
+                "{name}: the breaker opened: {peek:?}"
+            );
+            assert!(peek.is_allowed(), "{name}: {peek:?}");
+        }
     }
 }
 
@@ -244,7 +298,7 @@ async fn a_list_log_that_drops_old_entries_first_still_admits_with_memory_full()
 
     let next = limiter.check("k").await.unwrap();
     assert_eq!(next.decided_by, DecidedBy::FailOpen, "{next:?}");
-    assert_eq!(next.failure, Some(Failure::Server));
+    assert_eq!(next.failure, Some(Failure::OutOfMemory));
     free_memory(&mut raw).await;
     let next = limiter.check("k").await.unwrap();
     assert_eq!(next.decided_by, DecidedBy::Redis, "{next:?}");

@@ -477,8 +477,11 @@ pub(super) fn classify(
         return Err(RedisCheckError::ClusterRedirect { key, node });
     }
     Ok(match error.kind() {
-        // An error reply whose code redis-rs does not name (`OOM`, `BUSY`, `MISCONF`,
-        // `NOREPLICAS`...) is `Extension`: Redis answered all the same.
+        // Memory full under `noeviction`: an error reply redis-rs does not name (`Extension`),
+        // told apart for the operators' alerts.
+        ErrorKind::Extension if error.code() == Some("OOM") => Failure::OutOfMemory,
+        // An error reply whose code redis-rs does not name (`BUSY`, `MISCONF`, `NOREPLICAS`...)
+        // is `Extension`: Redis answered all the same.
         ErrorKind::Server(_) | ErrorKind::Extension => Failure::Server,
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Failure::Reply,
         _ => Failure::Connection,
@@ -636,11 +639,10 @@ mod tests {
     }
 
     /// Error codes redis-rs does not name are `ErrorKind::Extension`: still Redis's answer,
-    /// never a connection failure (which would also open the breaker). `OOM` is what a script's
-    /// write gets with memory full under `noeviction` (`tests/redis_memory.rs`).
+    /// never a connection failure (which would also open the breaker).
     #[test]
     fn unnamed_server_errors_fall_to_the_policy_as_server_errors() {
-        for code in ["OOM", "BUSY", "MISCONF", "NOREPLICAS"] {
+        for code in ["BUSY", "MISCONF", "NOREPLICAS"] {
             let error = redis::make_extension_error(code.to_owned(), Some("detail".to_owned()));
             assert_eq!(error.kind(), ErrorKind::Extension);
             assert_eq!(
@@ -649,5 +651,17 @@ mod tests {
                 "{code}"
             );
         }
+    }
+
+    /// `OOM` is what a script's write gets with memory full under `noeviction`
+    /// (`tests/redis_memory.rs`): a failure of its own, for the operators' alerts.
+    #[test]
+    fn out_of_memory_is_its_own_failure() {
+        let error = redis::make_extension_error(
+            "OOM".to_owned(),
+            Some("command not allowed when used memory > 'maxmemory'.".to_owned()),
+        );
+        assert_eq!(error.kind(), ErrorKind::Extension);
+        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
     }
 }

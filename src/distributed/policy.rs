@@ -317,8 +317,20 @@ pub enum Failure {
     /// The connection failed (refused, reset, closed): the connection manager reconnects in the
     /// background.
     Connection,
-    /// Redis answered with an error of its own (loading, out of memory, read-only, busy...).
+    /// Redis answered with an error of its own (loading, read-only, busy...), other than
+    /// [`OutOfMemory`](Self::OutOfMemory).
     Server,
+    /// Redis refused the decision's write for memory (`OOM`: `used_memory` above `maxmemory`
+    /// under `noeviction`): the state in Redis is as it was, nothing counted. Apart from
+    /// [`Server`](Self::Server) so that operators can alert on it: it lasts until memory is
+    /// freed or `maxmemory` raised, and it is not a sign that Redis is down.
+    ///
+    /// The failure policy answers, as for any failure: the decision could not be made in
+    /// Redis, and the policy is what the operator chose for that. The breaker stays closed (as
+    /// for every error reply): Redis answered, within one round trip, and the decisions that
+    /// write nothing (a refusal, a peek) are still decided by it; an open breaker would send
+    /// them to the policy as well (`docs/distributed.md`, "Redis memory").
+    OutOfMemory,
     /// Redis answered something that is not a decision.
     Reply,
     /// Redis failed (timed out or lost the connection) less than a probe interval ago, so it
