@@ -26,7 +26,9 @@
 //!   before its slot the tower layer starts the same call in the background, with the slot's
 //!   end, so that the slot goes back only while it still ends the key's queue.
 //! - **Resets**: [`RedisLimiter::reset`] forgets a key for the whole fleet (and in this
-//!   instance's fallback); a reset that does not reach Redis is a [`RedisResetError`].
+//!   instance's fallback), in one script call that answers whether the key was still being
+//!   limited, by the algorithm's own decision rule; a reset that does not reach Redis is a
+//!   [`RedisResetError`].
 //!
 //! The scripts, the key layout, the time modes and their precision, and what bounds the speed
 //! are in `docs/distributed.md`.
@@ -39,6 +41,7 @@ mod limiter;
 mod policy;
 mod refund;
 mod reply;
+mod reset;
 mod time;
 
 pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};

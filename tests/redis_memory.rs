@@ -220,7 +220,7 @@ async fn with_memory_full_admissions_follow_the_policy_and_refusals_stay_redis()
 /// algorithm's admission is `Failure::OutOfMemory`, never `Server`, and every policy answers it
 /// (fail open admits uncounted, fail closed refuses, the fallback counts it locally), with no
 /// key left in Redis. The breaker stays closed: a peek right after, which writes nothing, is
-/// Redis's.
+/// Redis's, and so is a reset.
 #[tokio::test(flavor = "current_thread")]
 async fn a_server_started_full_is_out_of_memory_under_every_policy() {
     let server = RedisServer::start_with(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
@@ -265,6 +265,8 @@ async fn a_server_started_full_is_out_of_memory_under_every_policy() {
                 "{name}: the breaker opened: {peek:?}"
             );
             assert!(peek.is_allowed(), "{name}: {peek:?}");
+            // A reset writes nothing but its `DEL`, which Redis allows under OOM.
+            assert_eq!(limiter.reset("k").await, Ok(false), "{name}");
         }
     }
 }

@@ -179,3 +179,129 @@ async fn the_policies_without_a_local_count_forget_nothing_locally() {
     assert_eq!(limiter.reset("k").await, Ok(true));
     assert_eq!(admitted(&limiter, "k", 4).await, 3);
 }
+
+/// Every algorithm at a limit of 3 per hour (a log of 300 too), and when one unit admitted at
+/// [`NOW`] stops weighing: the buckets' TAT (`NOW` plus one interval of 20 minutes), the end of
+/// the fixed window, the end of the window after the sliding window's, and the unit leaving
+/// the log's window.
+fn hourly() -> Vec<(&'static str, RedisAlgorithm, Timestamp)> {
+    let hour = quota("3/h");
+    let tat = NOW.saturating_add(Duration::from_secs(1_200));
+    // NOW is 2_055 s into the hour that starts at 1_699_999_200 s.
+    let window_end = Timestamp::from_secs(1_700_002_800);
+    vec![
+        ("token bucket", TokenBucket::new(hour).unwrap().into(), tat),
+        ("leaky bucket", LeakyBucket::new(hour).unwrap().into(), tat),
+        ("fixed window", FixedWindow::new(hour).unwrap().into(), window_end),
+        (
+            "sliding window",
+            SlidingWindow::new(hour).unwrap().into(),
+            window_end.saturating_add(Duration::from_secs(3_600)),
+        ),
+        (
+            "sliding log",
+            SlidingLog::new(hour).unwrap().into(),
+            NOW.saturating_add(Duration::from_secs(3_600)),
+        ),
+        (
+            "sliding log as a list",
+            SlidingLog::new(quota("300/h")).unwrap().into(),
+            NOW.saturating_add(Duration::from_secs(3_600)),
+        ),
+    ]
+}
+
+/// A reset answers whether the key was still being limited at its time, by the decisions' own
+/// rule, as the local limiters' `reset` does, not whether Redis still held the key: on a frozen
+/// client clock, a key admitted once answers `true` one microsecond before its state becomes a
+/// fresh key's, and `false` from that instant, while Redis still holds the key (its TTL runs on
+/// the server's clock, an hour away). Both keys are deleted.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_answers_whether_the_state_still_limits_not_whether_the_key_exists() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    for (index, (name, algorithm, idle_at)) in hourly().into_iter().enumerate() {
+        let clock = ManualClock::starting_at(NOW);
+        let prefix = format!("idle{index}:");
+        let limiter = client_time_limiter(&server, algorithm, &clock, &prefix).await;
+        for key in ["limited", "idle"] {
+            assert_eq!(admitted(&limiter, key, 1).await, 1, "{name}: {key}");
+        }
+        clock.set(Timestamp::from_nanos(idle_at.as_nanos() - 1_000));
+        let peek = limiter.peek_n("limited", limiter.capacity()).await.unwrap();
+        assert!(!peek.is_allowed(), "{name}: still limiting 1 µs before: {peek:?}");
+        assert_eq!(limiter.reset("limited").await, Ok(true), "{name}: 1 µs before");
+
+        clock.set(idle_at);
+        let peek = limiter.peek_n("idle", limiter.capacity()).await.unwrap();
+        assert!(
+            peek.is_allowed(),
+            "{name}: a fresh key's decision at {idle_at:?}: {peek:?}"
+        );
+        let exists: bool = raw.exists(limiter.redis_key("idle")).await.unwrap();
+        assert!(exists, "{name}: Redis still holds the idle key");
+        assert_eq!(limiter.reset("idle").await, Ok(false), "{name}: idle at its time");
+        for key in ["limited", "idle"] {
+            let exists: bool = raw.exists(limiter.redis_key(key)).await.unwrap();
+            assert!(!exists, "{name}: {key} is deleted");
+        }
+    }
+}
+
+/// A key holding something that is not this limiter's state (foreign text, which the decision
+/// script refuses with an error reply, or a list, on whose `GET` Redis raises `WRONGTYPE`) is
+/// deleted all the same, as a plain `DEL` would, and the reset says there was something.
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_holding_something_else_is_deleted_all_the_same() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let clock = ManualClock::starting_at(NOW);
+    let limiter = client_time_limiter(
+        &server,
+        TokenBucket::new(quota("3/s")).unwrap(),
+        &clock,
+        "foreign:",
+    )
+    .await;
+    let key = limiter.redis_key("k");
+    let () = raw.set(&key, "not a bucket").await.unwrap();
+    assert_eq!(limiter.reset("k").await, Ok(true), "foreign text");
+    let exists: bool = raw.exists(&key).await.unwrap();
+    assert!(!exists, "the text is deleted");
+    let _: u64 = raw.rpush(&key, "1").await.unwrap();
+    assert_eq!(limiter.reset("k").await, Ok(true), "a list");
+    let exists: bool = raw.exists(&key).await.unwrap();
+    assert!(!exists, "the list is deleted");
+}
+
+/// On the server's clock (the default), the reset script reads `TIME` as the decisions do: a
+/// key admitted an instant ago is still limited, and once reset nothing is left.
+#[tokio::test(flavor = "current_thread")]
+async fn on_the_servers_clock_a_just_admitted_key_is_still_limited() {
+    let server = RedisServer::start();
+    for (index, (name, algorithm, _)) in hourly().into_iter().enumerate() {
+        let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+            .deadline(Duration::from_secs(5))
+            .prefix(format!("server{index}:"))
+            .connect()
+            .await
+            .unwrap();
+        assert_eq!(admitted(&limiter, "k", 1).await, 1, "{name}");
+        assert_eq!(limiter.reset("k").await, Ok(true), "{name}");
+        assert_eq!(limiter.reset("k").await, Ok(false), "{name}: nothing left");
+    }
+}
+
+/// A client time past what the scripts hold is a typed error, as for a decision.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_at_a_time_past_the_scripts_range_is_a_typed_error() {
+    let server = RedisServer::start();
+    let late = Timestamp::from_nanos((1 << 52) * 1_000);
+    let clock = ManualClock::starting_at(late);
+    let bucket = TokenBucket::new(quota("3/s")).unwrap();
+    let limiter = client_time_limiter(&server, bucket, &clock, "late:").await;
+    assert_eq!(
+        limiter.reset("k").await,
+        Err(RedisResetError::TimeOutOfRange { now: late })
+    );
+}

@@ -220,6 +220,13 @@ pub enum RedisResetError {
         /// The node the server redirected to (`host:port`), as the reply said it.
         node: String,
     },
+    /// A client-supplied time at or after 2^52 microseconds since the epoch (see
+    /// [`RedisCheckError::TimeOutOfRange`]): the reset judges whether the key was still being
+    /// limited at that time, which the scripts cannot hold. Redis was not asked.
+    TimeOutOfRange {
+        /// The time the clock gave.
+        now: Timestamp,
+    },
 }
 
 impl fmt::Display for RedisResetError {
@@ -231,6 +238,11 @@ impl fmt::Display for RedisResetError {
             RedisResetError::ClusterRedirect { key, node } => write!(
                 f,
                 "cluster redirect: the Redis key {key:?} lives on node {node}, and this client talks to one node and does not follow redirects (Redis Cluster is not supported)"
+            ),
+            RedisResetError::TimeOutOfRange { now } => write!(
+                f,
+                "a time of {} ns since the epoch is past the range of the Redis scripts (2^52 microseconds); the key was not reset in Redis",
+                now.as_nanos()
             ),
         }
     }

@@ -243,12 +243,19 @@ impl RedisLimiter {
     }
 
     /// Forgets everything counted for `key`, for the whole fleet: the next request for `key`,
-    /// from any instance, is decided as a new key's. One `DEL` of the key's state (and, for a
-    /// sliding log, of the same client's key in the log's other encoding, see
-    /// `docs/distributed.md`, "Sliding log"), and a [`FailurePolicy::reset`] of this instance's
-    /// fallback limiter, if it has one (other instances' fallbacks keep their counts). Returns
-    /// whether Redis held a state for the key: a key expires when its state becomes a fresh
-    /// key's, so one that exists is still being limited.
+    /// from any instance, is decided as a new key's. One `EVALSHA` (`reset.lua`) that deletes
+    /// the key's state (and, for a sliding log, the same client's key in the log's other
+    /// encoding, see `docs/distributed.md`, "Sliding log"), and a [`FailurePolicy::reset`] of
+    /// this instance's fallback limiter, if it has one (other instances' fallbacks keep their
+    /// counts).
+    ///
+    /// Returns whether the key was still being limited, as the local
+    /// [`reset`](crate::KeyedLimiter::reset) does: the script first runs the algorithm's own
+    /// decision script as a peek of weight 0 (which writes nothing) at the time decisions are
+    /// timed by (the server's `TIME`, or the client's clock), so an idle key answers `false`
+    /// even while Redis still holds it (its TTL is rounded up to the millisecond, and on a
+    /// client's clock it runs on the server's). A key holding something that is not this
+    /// limiter's state is deleted all the same, and answers whether there was anything.
     ///
     /// For an operator's or an application's decision, not for the request path. Redis is asked
     /// even while recent failures make decisions skip it; a reset's failure does not make them
@@ -258,28 +265,41 @@ impl RedisLimiter {
     /// # Errors
     /// [`RedisResetError::Failed`] when Redis does not answer within the deadline, the
     /// connection fails, or Redis answers an error (the fallback's key is forgotten all the
-    /// same); [`RedisResetError::ClusterRedirect`] as for a decision.
+    /// same); [`RedisResetError::ClusterRedirect`] as for a decision;
+    /// [`RedisResetError::TimeOutOfRange`] for a client time past 2^52 µs (Redis is not asked;
+    /// the fallback's key is forgotten).
     pub async fn reset(&self, key: &str) -> Result<bool, RedisResetError> {
         let _ = self.policy.reset(key);
+        let now = self.time.now_argument().map_err(|error| match error {
+            RedisCheckError::TimeOutOfRange { now } => RedisResetError::TimeOutOfRange { now },
+            // `now_argument` fails only for a time out of range.
+            _ => RedisResetError::Failed(Failure::Reply),
+        })?;
         let redis_key = self.redis_key(key);
-        let mut delete = redis::cmd("DEL");
-        delete.arg(&redis_key);
+        let mut call = super::reset::script(&self.algorithm).prepare_invoke();
+        call.key(&redis_key);
         if let Some(other) = self.program.other_suffix {
-            delete.arg(self.key_with_suffix(key, other));
+            call.key(self.key_with_suffix(key, other));
         }
+        let (arguments, length) = packed_arguments(0, self.program.params, now);
+        call.arg(&arguments[..length]);
         let mut connection = self.connection.clone();
-        let answer = tokio::time::timeout(self.deadline, delete.query_async::<u64>(&mut connection)).await;
+        let answer = tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
         match answer {
-            Ok(Ok(deleted)) => {
+            Ok(Ok(reply)) => {
                 self.breaker.succeeded();
-                Ok(deleted > 0)
+                // A reply of another shape (never expected): the keys are deleted, but whether
+                // they were limiting is unknown.
+                super::reset::still_limited(&self.program.reader, &reply)
+                    .ok_or(RedisResetError::Failed(Failure::Reply))
             }
             Ok(Err(error)) => match classify(&error, redis_key, None) {
                 Ok(failure) => Err(RedisResetError::Failed(failure)),
                 Err(RedisCheckError::ClusterRedirect { key, node }) => {
                     Err(RedisResetError::ClusterRedirect { key, node })
                 }
-                // `DEL` answers no error about a key's content: something else answered.
+                // The script answers no error about a key's content (it deletes it all the
+                // same): something else answered.
                 Err(_) => Err(RedisResetError::Failed(Failure::Reply)),
             },
             Err(_elapsed) => Err(RedisResetError::Failed(Failure::Timeout)),

@@ -46,6 +46,33 @@ pub(crate) fn decision(reader: &Reader, reply: &Value, cost: u64) -> Option<Deci
     }
 }
 
+/// Whether a decision script's reply to a peek of weight 0 (the reset script's, `reset.lua`)
+/// says the key is idle: its state decides every request, now and later, as a fresh key's. The
+/// local limiters' `is_idle`, on what the script decided on: a bucket's TAT not after now
+/// (`tat - now` is 0), nothing counted in the fixed window that holds now (a stored window
+/// that ended counts nothing), neither sliding window count weighing now, no unit of the log in
+/// the window (no reset-after). `None` for a reply the core cannot read (as [`decision`]).
+pub(crate) fn idle(reader: &Reader, reply: &Value) -> Option<bool> {
+    // Read as a decision first: a reply the core disagrees with is no answer.
+    let _readable: Decision = decision(reader, reply, 0)?;
+    match (reader, reply) {
+        (Reader::TokenBucket(_) | Reader::LeakyBucket(_), Value::Int(after)) => Some(*after == 0),
+        (Reader::FixedWindow { .. }, Value::BulkString(bytes)) => {
+            let [_, count, _] = integers(bytes)?;
+            Some(count == 0)
+        }
+        (Reader::SlidingWindow(_), Value::BulkString(bytes)) => {
+            let [_, previous, current, _] = integers(bytes)?;
+            Some(previous == 0 && current == 0)
+        }
+        (Reader::Log, Value::BulkString(bytes)) => {
+            let [_, _, _, reset_after] = integers(bytes)?;
+            Some(reset_after == 0)
+        }
+        _ => None,
+    }
+}
+
 /// The decision a shaper's reply to a `'slot'` call (`gcra.lua`) encodes, with the end of the
 /// slot an admission took (µs since the epoch, the TAT the script stored): `None` for a refusal,
 /// or for an admission of weight 0, which takes no slot. `max_delay` (ns) is the longest wait the
