@@ -147,7 +147,9 @@ impl RedisLimiter {
     /// anything was given back. A slot in the middle of a shaper's queue given back this way
     /// makes the next request leave with the last one waiting; the tower layer gives a shaped
     /// request's slot back only while it still ends the key's queue (`docs/distributed.md`,
-    /// "Refunds").
+    /// "Refunds"). There is no public `refund_slot` beside it: the slot's end is the TAT the
+    /// script stored, on the server's clock by default, which no public decision carries (the
+    /// same section says why).
     ///
     /// The semantics of the local [`refund_n`](crate::KeyedLimiter::refund_n): only the buckets
     /// ([`RedisAlgorithm::TokenBucket`], [`RedisAlgorithm::LeakyBucket`]) give units back, in
