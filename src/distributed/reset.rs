@@ -5,9 +5,8 @@ use std::sync::LazyLock;
 
 use redis::{Script, Value};
 
-use super::algorithm::Reader;
 use super::algorithm::{
-    RedisAlgorithm, FIXED_WINDOW_SCRIPT, GCRA_SCRIPT, PACKED_LOG_LIMIT, SLIDING_LOG_LIST_SCRIPT,
+    Reader, RedisAlgorithm, FIXED_WINDOW_SCRIPT, GCRA_SCRIPT, PACKED_LOG_LIMIT, SLIDING_LOG_LIST_SCRIPT,
     SLIDING_LOG_SCRIPT, SLIDING_WINDOW_SCRIPT,
 };
 use super::reply;
