@@ -33,6 +33,9 @@ pub enum ForwardedHeader {
 ///    peer proxy itself saw and appended, which the client cannot write. With no entry at all,
 ///    the peer is.
 ///
+/// The header is read in place, from the right (the last line first), and only as far as the
+/// walk goes: nothing is copied or allocated, whatever the client wrote to the left.
+///
 /// So the key is always an address written by a trusted proxy (or the peer itself), never one
 /// a client wrote: the entries to the left of the right-most untrusted one, or of the
 /// right-most entry when all are trusted, are never read (tower_governor's smart extractor
@@ -96,13 +99,21 @@ impl ClientIp {
         if !self.is_trusted(peer) {
             return Ok(peer);
         }
-        let hops = match self.header {
-            ForwardedHeader::XForwardedFor => forwarded::x_forwarded_for(&request.headers),
-            ForwardedHeader::Forwarded => forwarded::forwarded(&request.headers),
-        };
-        for hop in hops.iter().rev() {
-            match *hop {
-                Hop::Ip(address) if self.is_trusted(address) => continue,
+        match self.header {
+            ForwardedHeader::XForwardedFor => self.walk(peer, forwarded::x_forwarded_for(&request.headers)),
+            ForwardedHeader::Forwarded => self.walk(peer, forwarded::forwarded(&request.headers)),
+        }
+    }
+
+    /// The client among `hops`, read right to left (without allocating: the walk stops at
+    /// the first address that is not a trusted proxy, usually one or two entries in).
+    fn walk<'a>(&self, peer: IpAddr, hops: impl Iterator<Item = Hop<'a>>) -> Result<IpAddr, KeyError> {
+        let mut rightmost = None;
+        for hop in hops {
+            match hop {
+                Hop::Ip(address) if self.is_trusted(address) => {
+                    rightmost.get_or_insert(address);
+                }
                 Hop::Ip(address) => return Ok(address),
                 Hop::Unreadable(entry) => {
                     return Err(KeyError::MalformedForwarded {
@@ -114,10 +125,7 @@ impl ClientIp {
         // Every entry is a trusted proxy (the loop returned on anything else). The right-most
         // was appended by the peer, which is trusted; anything to its left may have been
         // written by a client inside a trusted range.
-        Ok(match hops.last() {
-            Some(Hop::Ip(last)) => *last,
-            _ => peer,
-        })
+        Ok(rightmost.unwrap_or(peer))
     }
 }
 
@@ -242,6 +250,29 @@ mod tests {
             client(&xff, "10.0.0.2", ("x-forwarded-for", "é, 203.0.113.7"))?,
             "203.0.113.7"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn several_lines_are_walked_from_the_last_one() -> Result<(), Box<dyn std::error::Error>> {
+        let mut parts = request("10.0.0.2", ("x-other", ""));
+        for line in [
+            "for=6.6.6.6, for=203.0.113.1",
+            r#"for=203.0.113.2, for="[2001:db8::9]:80";proto=https,, for=10.1.1.1"#,
+            "",
+            "for=10.2.2.2, , for=10.3.3.3",
+        ] {
+            parts.headers.append("forwarded", line.parse()?);
+        }
+        let forwarded = ClientIp::new(["10.0.0.0/8".parse()?]).header(ForwardedHeader::Forwarded);
+        assert_eq!(forwarded.extract(&parts)?.to_string(), "2001:db8::9");
+        // With the IPv6 proxy trusted too, the walk goes on to the left of its line.
+        let more = ClientIp::new(["10.0.0.0/8".parse()?, "2001:db8::/32".parse()?])
+            .header(ForwardedHeader::Forwarded);
+        assert_eq!(more.extract(&parts)?.to_string(), "203.0.113.2");
+        // All trusted: the right-most entry of the last line.
+        let all = ClientIp::new(["0.0.0.0/0".parse()?, "::/0".parse()?]).header(ForwardedHeader::Forwarded);
+        assert_eq!(all.extract(&parts)?.to_string(), "10.3.3.3");
         Ok(())
     }
 

@@ -1,4 +1,6 @@
-//! Reading the hops of `X-Forwarded-For` and `Forwarded` (RFC 7239), left to right.
+//! Reading the hops of `X-Forwarded-For` and `Forwarded` (RFC 7239), right to left, without
+//! allocating: a [`ClientIp`](super::ClientIp) reads from the right and stops at the first
+//! address that is not a trusted proxy, usually one or two entries in.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -12,17 +14,17 @@ pub(crate) enum Hop<'a> {
     Unreadable(&'a str),
 }
 
-/// The hops of every `X-Forwarded-For` line, in order (left-most first).
-pub(crate) fn x_forwarded_for(headers: &HeaderMap) -> Vec<Hop<'_>> {
+/// The hops of every `X-Forwarded-For` line, right-most first (the last line's last entry).
+pub(crate) fn x_forwarded_for(headers: &HeaderMap) -> impl Iterator<Item = Hop<'_>> {
     static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
     // No quoted strings in X-Forwarded-For: a quote is garbage in its own entry.
     hops(headers, &X_FORWARDED_FOR, false, address)
 }
 
-/// The `for=` hops of every `Forwarded` line, in order (left-most first).
-pub(crate) fn forwarded(headers: &HeaderMap) -> Vec<Hop<'_>> {
+/// The `for=` hops of every `Forwarded` line, right-most first (the last line's last element).
+pub(crate) fn forwarded(headers: &HeaderMap) -> impl Iterator<Item = Hop<'_>> {
     hops(headers, &FORWARDED, true, |element| {
-        // The element's quotes are balanced (`elements` said so), so every pair is readable.
+        // The element's quotes are balanced (`elements_rev` said so), so every pair is readable.
         elements(element.as_bytes(), b';', true)
             .filter_map(Result::ok)
             .filter_map(|pair| pair.split_once('='))
@@ -33,23 +35,24 @@ pub(crate) fn forwarded(headers: &HeaderMap) -> Vec<Hop<'_>> {
     })
 }
 
+/// The hops of every `name` line, the last line first and each line right to left; empty
+/// elements are skipped.
 fn hops<'a>(
     headers: &'a HeaderMap,
     name: &HeaderName,
     quotes: bool,
-    read: impl Fn(&'a str) -> Hop<'a>,
-) -> Vec<Hop<'a>> {
-    let mut hops = Vec::new();
-    for line in headers.get_all(name) {
-        for element in elements(line.as_bytes(), b',', quotes) {
-            match element {
-                Ok(element) if element.trim().is_empty() => {}
-                Ok(element) => hops.push(read(element)),
-                Err(element) => hops.push(Hop::Unreadable(element.trim())),
-            }
-        }
-    }
-    hops
+    read: impl Fn(&'a str) -> Hop<'a> + 'a,
+) -> impl Iterator<Item = Hop<'a>> {
+    headers
+        .get_all(name)
+        .iter()
+        .rev()
+        .flat_map(move |line| elements_rev(line.as_bytes(), b',', quotes))
+        .filter_map(move |element| match element {
+            Ok(element) if element.trim().is_empty() => None,
+            Ok(element) => Some(read(element)),
+            Err(element) => Some(Hop::Unreadable(element.trim())),
+        })
 }
 
 /// `192.0.2.1`, `192.0.2.1:8080`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:8080`.
@@ -64,7 +67,8 @@ fn address(entry: &str) -> Hop<'_> {
         .map_or(Hop::Unreadable(entry), |ip| Hop::Ip(ip.to_canonical()))
 }
 
-/// Splits a header line on `separator`, outside double-quoted strings when `quotes` is set.
+/// Splits a header line on `separator`, left to right, outside double-quoted strings when
+/// `quotes` is set.
 ///
 /// An element whose quoted string never closes is an `Err`: a client's unbalanced quote would
 /// otherwise swallow the entries proxies append after it on the same line (and the client
@@ -74,35 +78,87 @@ fn elements(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item = Re
     let mut rest = Some(line);
     std::iter::from_fn(move || {
         let text = rest?;
-        let (mut quoted, mut escaped) = (false, false);
-        let mut end = text.len();
-        for (i, &byte) in text.iter().enumerate() {
-            if escaped {
-                escaped = false;
-            } else if quoted && byte == b'\\' {
-                escaped = true;
-            } else if quotes && byte == b'"' {
-                quoted = !quoted;
-            } else if byte == separator && !quoted {
-                end = i;
-                break;
-            }
-        }
-        let (element, tail) = text.split_at(end);
+        let (end, quoted) = element_end(text, separator, quotes);
+        let (element, tail) = text.split_at_checked(end).unwrap_or((text, &[]));
         // Past the separator; `None` when the line ended instead.
         rest = tail.get(1..);
-        Some(match std::str::from_utf8(element) {
-            Ok(element) if !quoted => Ok(element),
-            Ok(element) => Err(element),
-            Err(_) => Err("<not UTF-8>"),
-        })
+        Some(read_element(element, quoted))
     })
+}
+
+/// [`elements`], right to left: the same elements, with the same verdicts, last first.
+///
+/// Where an element starts depends on the quotes before it, which only a scan from the left
+/// can tell (a `\"` escapes the quote inside a quoted string, not outside one), so a line with
+/// quotes is scanned from its start for each element, up to that element: a walk that stops
+/// `k` elements from the right reads the line `k` times, never more than it reads. A line
+/// without quotes (every `X-Forwarded-For` line, most `Forwarded` ones) is split from the
+/// right directly.
+fn elements_rev(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item = Result<&str, &str>> {
+    let quotes = quotes && line.contains(&b'"');
+    let mut rest = Some(line);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (start, quoted) = last_element(text, separator, quotes);
+        let (head, element) = text.split_at_checked(start).unwrap_or((&[], text));
+        // Before the separator that ends `head`; `None` when the element starts the line.
+        rest = head.split_last().map(|(_separator, before)| before);
+        Some(read_element(element, quoted))
+    })
+}
+
+/// Where the last element of `text` starts, and whether it ends inside a quoted string.
+fn last_element(text: &[u8], separator: u8, quotes: bool) -> (usize, bool) {
+    if !quotes {
+        let start = text
+            .iter()
+            .rposition(|&byte| byte == separator)
+            .map_or(0, |at| at + 1);
+        return (start, false);
+    }
+    let mut start = 0;
+    loop {
+        let rest = text.get(start..).unwrap_or_default();
+        let (end, quoted) = element_end(rest, separator, quotes);
+        if end >= rest.len() {
+            return (start, quoted);
+        }
+        start += end + 1;
+    }
+}
+
+/// Where the element at the start of `text` ends (its separator's index, or `text.len()`),
+/// and whether it ends inside a quoted string (one that never closes).
+fn element_end(text: &[u8], separator: u8, quotes: bool) -> (usize, bool) {
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, &byte) in text.iter().enumerate() {
+        if escaped {
+            escaped = false;
+        } else if quoted && byte == b'\\' {
+            escaped = true;
+        } else if quotes && byte == b'"' {
+            quoted = !quoted;
+        } else if byte == separator && !quoted {
+            return (i, false);
+        }
+    }
+    (text.len(), quoted)
+}
+
+/// An element as text: `Err` when its quoted string never closes or it is not UTF-8.
+fn read_element(element: &[u8], quoted: bool) -> Result<&str, &str> {
+    match std::str::from_utf8(element) {
+        Ok(element) if !quoted => Ok(element),
+        Ok(element) => Err(element),
+        Err(_) => Err("<not UTF-8>"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::HeaderValue;
+    use proptest::prelude::*;
 
     fn ip(text: &str) -> Hop<'static> {
         Hop::Ip(text.parse().expect("a test address"))
@@ -116,6 +172,13 @@ mod tests {
         headers
     }
 
+    /// The hops read right to left, put back in the header's order (left-most first).
+    fn in_order<'a>(hops: impl Iterator<Item = Hop<'a>>) -> Vec<Hop<'a>> {
+        let mut hops: Vec<_> = hops.collect();
+        hops.reverse();
+        hops
+    }
+
     #[test]
     fn x_forwarded_for_reads_every_line_in_order() {
         let headers = headers(
@@ -126,7 +189,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            x_forwarded_for(&headers),
+            in_order(x_forwarded_for(&headers)),
             [
                 ip("203.0.113.9"),
                 ip("10.0.0.1"),
@@ -148,7 +211,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            forwarded(&headers),
+            in_order(forwarded(&headers)),
             [
                 ip("192.0.2.60"),
                 ip("2001:db8:cafe::17"),
@@ -170,7 +233,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            forwarded(&headers),
+            in_order(forwarded(&headers)),
             [
                 ip("192.0.2.60"),
                 Hop::Unreadable(r#"for=1.2.3.4;x=", for=203.0.113.7"#),
@@ -186,7 +249,72 @@ mod tests {
 
     #[test]
     fn no_header_no_hops() {
-        assert!(x_forwarded_for(&HeaderMap::new()).is_empty());
-        assert!(forwarded(&HeaderMap::new()).is_empty());
+        assert_eq!(x_forwarded_for(&HeaderMap::new()).next(), None);
+        assert_eq!(forwarded(&HeaderMap::new()).next(), None);
+    }
+
+    /// Many lines of many elements, quoted and not, with empty elements and an escaped quote:
+    /// read from the right, last line first, and the walk can stop anywhere.
+    #[test]
+    fn many_lines_are_read_from_the_right_last_line_first() {
+        let lines = headers(
+            "forwarded",
+            &[
+                r#"for=192.0.2.1, , for="[2001:db8::1]";proto=https,for=192.0.2.2"#,
+                "",
+                r#",for="192.0.2.3";x="a\"b,c", for=unknown,,"#,
+                r#"for=192.0.2.4 ,for="_x;y=\"z\"",for=192.0.2.5:80, for=192.0.2.6"#,
+            ],
+        );
+        let expected = [
+            ip("192.0.2.6"),
+            ip("192.0.2.5"),
+            Hop::Unreadable(r#"_x;y=\"z\"#),
+            ip("192.0.2.4"),
+            Hop::Unreadable("unknown"),
+            ip("192.0.2.3"),
+            ip("192.0.2.2"),
+            ip("2001:db8::1"),
+            ip("192.0.2.1"),
+        ];
+        assert_eq!(forwarded(&lines).collect::<Vec<_>>(), expected);
+        assert_eq!(forwarded(&lines).take(2).collect::<Vec<_>>(), expected[..2]);
+        let xff = headers(
+            "x-forwarded-for",
+            &["192.0.2.1,,192.0.2.2", " ", "192.0.2.3, \"x, 192.0.2.4,"],
+        );
+        assert_eq!(
+            x_forwarded_for(&xff).collect::<Vec<_>>(),
+            [
+                ip("192.0.2.4"),
+                Hop::Unreadable("\"x"),
+                ip("192.0.2.3"),
+                ip("192.0.2.2"),
+                ip("192.0.2.1"),
+            ]
+        );
+    }
+
+    proptest! {
+        /// Right to left gives exactly the elements and verdicts of left to right, reversed,
+        /// on lines made of separators, quotes, backslashes and text.
+        #[test]
+        fn right_to_left_is_left_to_right_reversed(
+            line in proptest::collection::vec(
+                prop_oneof![
+                    Just(b','), Just(b';'), Just(b'"'), Just(b'\\'), Just(b' '), Just(b'a'),
+                    Just(0xff_u8),
+                ],
+                0..40,
+            ),
+            quotes: bool,
+        ) {
+            for separator in [b',', b';'] {
+                let mut forward: Vec<_> = elements(&line, separator, quotes).collect();
+                forward.reverse();
+                let backward: Vec<_> = elements_rev(&line, separator, quotes).collect();
+                prop_assert_eq!(backward, forward);
+            }
+        }
     }
 }
