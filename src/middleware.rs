@@ -19,8 +19,9 @@
 //! - **Which limiter**: anything implementing [`RateLimiter`]: every [`KeyedLimiter`] (any
 //!   algorithm, any clock), an `Arc` of one, or a limiter that decides elsewhere (asynchronously,
 //!   and possibly failing: [`OnLimiterError`] says what then; a client refused for it is told
-//!   nothing of why, and the response carries the [`LimiterError`] in its extensions, for a
-//!   layer outside to log).
+//!   nothing of why but when to retry (`Retry-After`,
+//!   [`RateLimitBuilder::limiter_error_retry_after`]), and the response carries the
+//!   [`LimiterError`] in its extensions, for a layer outside to log).
 //! - **Which key** ([`KeyExtractor`]): the peer IP ([`PeerIp`], from a [`PeerAddr`] the server
 //!   puts in each request's extensions), a header ([`HeaderKey`], an API key), the client IP
 //!   behind trusted proxies ([`ClientIp`]: the right-most address in `X-Forwarded-For` or

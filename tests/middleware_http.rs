@@ -579,6 +579,50 @@ async fn a_limiter_that_cannot_decide_gets_the_configured_behaviour() -> Result<
     Ok(())
 }
 
+/// A gateway of `limiter` failing closed (the default), with `retry` as the refusal's
+/// `Retry-After` (`None`: the default).
+async fn fail_closed<L: RateLimiter<String> + 'static>(limiter: L, retry: Option<Duration>) -> SocketAddr {
+    let builder = RateLimitLayer::builder(limiter, api_key());
+    let layer = match retry {
+        Some(retry) => builder.limiter_error_retry_after(retry).build(),
+        None => builder.build(),
+    };
+    serve(layer.layer(Hello), true).await
+}
+
+/// A fail-closed refusal tells the client when to retry (1 s by default, or what the builder
+/// says), on the asynchronous path and the fast one, HTTP and gRPC, and claims no quota: no
+/// `RateLimit` fields, which would need a decision.
+#[tokio::test]
+async fn a_fail_closed_refusal_says_when_to_retry_and_nothing_of_a_quota() -> Result<(), Error> {
+    let client = http1_client();
+    let key = ("x-api-key", "k");
+    let grpc = ("content-type", "application/grpc");
+    for (retry, expected) in [
+        (None, "1"),
+        (Some(Duration::from_millis(29_001)), "30"),
+        (Some(Duration::ZERO), ""),
+    ] {
+        let async_path = fail_closed(Unreachable, retry).await;
+        let fast_path = fail_closed(UnreachableNow, retry).await;
+        for address in [async_path, fast_path] {
+            for headers in [&[key][..], &[key, grpc][..]] {
+                let answer = get(&client, address, "/", headers).await;
+                let case = format!("{retry:?}, {headers:?}: {answer:?}");
+                assert_eq!(answer.header("retry-after"), expected, "{case}");
+                assert_eq!(answer.header("ratelimit"), "", "{case}");
+                assert_eq!(answer.header("ratelimit-policy"), "", "{case}");
+                let refused = match headers.len() {
+                    1 => answer.status == StatusCode::SERVICE_UNAVAILABLE,
+                    _ => answer.header("grpc-status") == "14",
+                };
+                assert!(refused, "{case}");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// [`Unreachable`], deciding at once (the layer's fast path, as a table in memory does).
 struct UnreachableNow;
 

@@ -62,11 +62,13 @@ impl<K: Clone> MissingKey<K> {
 /// What the layer does when the limiter cannot decide ([`LimiterError`](super::LimiterError)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnLimiterError {
-    /// Fail closed: answer with this status (the default: `503 Service Unavailable`). The
-    /// client is told only that the limiter could not decide (the body, or a gRPC request's
-    /// `grpc-message`), never why: the reason may name the server's internals. The response
-    /// carries the [`LimiterError`](super::LimiterError) in its extensions, for a layer outside
-    /// to log.
+    /// Fail closed: answer with this status (the default: `503 Service Unavailable`) and a
+    /// `Retry-After` of [`RateLimitBuilder::limiter_error_retry_after`] (default 1 s), so that
+    /// clients do not retry at once; no `RateLimit` fields, as there is no decision to tell.
+    /// The client is told only that the limiter could not decide (the body, or a gRPC
+    /// request's `grpc-message`), never why: the reason may name the server's internals. The
+    /// response carries the [`LimiterError`](super::LimiterError) in its extensions, for a
+    /// layer outside to log.
     Refuse(StatusCode),
     /// Fail open: forward the request unlimited, without rate-limit fields. The upstream's
     /// response carries the [`LimiterError`](super::LimiterError) in its extensions, so that a
@@ -80,12 +82,18 @@ impl Default for OnLimiterError {
     }
 }
 
+/// The default `Retry-After` of a fail-closed refusal: long enough that clients do not hammer a
+/// limiter that is away, short enough that they come back soon after it is back.
+const DEFAULT_ERROR_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// The configuration every service of one layer shares, with the limiter itself.
 pub(crate) struct Shared<L, X: KeyExtractor> {
     pub(crate) limiter: L,
     pub(crate) extractor: X,
     pub(crate) missing_key: MissingKey<X::Key>,
     pub(crate) on_error: OnLimiterError,
+    /// The `Retry-After` of a fail-closed refusal ([`OnLimiterError::Refuse`]); none when zero.
+    pub(crate) error_retry_after: Duration,
     pub(crate) fields: Fields,
     pub(crate) max_delay: Option<Duration>,
     pub(crate) route: Option<RouteFilter>,
@@ -108,7 +116,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitLayer<L, X> {
     /// defaults: `Retry-After` and the `RateLimit` fields on refusals (the policy named
     /// `"default"`), none on admitted responses, no legacy fields, any shaping delay the limiter
     /// gives, 400 or 500 for a request without a key ([`MissingKey::Reject`]: the request's
-    /// fault or the server's), 503 when the limiter cannot decide.
+    /// fault or the server's), 503 with `Retry-After: 1` when the limiter cannot decide.
     pub fn new(limiter: L, extractor: X) -> RateLimitLayer<L, X> {
         RateLimitLayer::builder(limiter, extractor).build()
     }
@@ -122,6 +130,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitLayer<L, X> {
                 extractor,
                 missing_key: MissingKey::default(),
                 on_error: OnLimiterError::default(),
+                error_retry_after: DEFAULT_ERROR_RETRY_AFTER,
                 fields,
                 max_delay: None,
                 route: None,
@@ -162,6 +171,7 @@ impl<L, X: KeyExtractor> fmt::Debug for Shared<L, X> {
         f.debug_struct("RateLimitLayer")
             .field("fields", &self.fields)
             .field("on_error", &self.on_error)
+            .field("error_retry_after", &self.error_retry_after)
             .field("max_delay", &self.max_delay)
             .field("route", &self.route)
             .finish_non_exhaustive()
@@ -198,9 +208,21 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
         self
     }
 
-    /// What to do when the limiter cannot decide (default: respond 503).
+    /// What to do when the limiter cannot decide (default: respond 503, with the `Retry-After`
+    /// of [`limiter_error_retry_after`](Self::limiter_error_retry_after)).
     pub fn on_limiter_error(mut self, behaviour: OnLimiterError) -> Self {
         self.shared.on_error = behaviour;
+        self
+    }
+
+    /// The `Retry-After` of a refusal because the limiter could not decide
+    /// ([`OnLimiterError::Refuse`]), in whole seconds, rounded up (default: 1 s): without it a
+    /// client retries at once, while the limiter is still away. No decision tells how long
+    /// that lasts: choose about the time your limiter's store takes to come back, or to be
+    /// given up on (a Redis limiter's reconnection). `Duration::ZERO` sends none. The refusal
+    /// carries no `RateLimit` fields, whatever this says: there is no quota to tell.
+    pub fn limiter_error_retry_after(mut self, retry_after: Duration) -> Self {
+        self.shared.error_retry_after = retry_after;
         self
     }
 

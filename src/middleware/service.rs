@@ -226,8 +226,9 @@ fn answer<L, X: KeyExtractor>(
 /// may name the server's internals (a Redis node, a key).
 const LIMITER_ERROR_MESSAGE: &str = "the rate limiter could not decide: retry later";
 
-/// The answer when the limiter cannot decide: an error response with a fixed message, carrying
-/// `error` in its extensions for the operator (a layer outside can log it), or `Err(error)` to
+/// The answer when the limiter cannot decide: an error response with a fixed message and the
+/// layer's `Retry-After`, carrying `error` in its extensions for the operator (a layer outside
+/// can log it), or `Err(error)` to
 /// forward the request unlimited ([`failed_open`] puts the error on the forwarded response).
 fn limiter_error<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
@@ -238,6 +239,11 @@ fn limiter_error<L, X: KeyExtractor>(
         OnLimiterError::Admit => Err(error),
         OnLimiterError::Refuse(status) => {
             let mut response = refusal::error(status, LIMITER_ERROR_MESSAGE.to_owned(), grpc);
+            // When to retry, so that clients do not retry at once (RFC 9110 allows it on any
+            // status); no RateLimit fields: no decision, no quota to tell.
+            if !shared.error_retry_after.is_zero() {
+                write_retry_after(response.headers_mut(), shared.error_retry_after);
+            }
             response.extensions_mut().insert(error);
             Ok(response)
         }
