@@ -242,6 +242,52 @@ async fn with_a_maximum_wait_remaining_counts_only_what_it_lets_through() -> Res
     Ok(())
 }
 
+/// A shaped request's fields are those of the moment it is sent on, its slot, not of the
+/// earlier moment it was admitted: the wait has drained the queue in front of it. The
+/// limiter's clock stands still (every request is decided at the same instant) and tokio's is
+/// paused (each request leaves exactly at its slot).
+#[tokio::test(start_paused = true)]
+async fn a_shaped_response_tells_the_quota_as_at_its_slot() -> Result<(), Error> {
+    // A slot every 10 s, one at once and up to 4 waiting.
+    for (max_delay, expected) in [
+        // At B's slot (10 s on) only B's own slot is queued: 4 pass, the next in 10 s (at its
+        // admission, C behind it made 3). At C's, the same: only C's is queued.
+        (None, [r#""default";r=4;t=10"#; 3]),
+        // At most 25 s of wait: at B's or C's slot a request waits 10 s, the next 20 s, the
+        // third 30 s: 2 pass, and 3 in 5 s (at their admissions, B was told r=1, C r=0).
+        (Some(Duration::from_secs(25)), [r#""default";r=2;t=5"#; 3]),
+    ] {
+        let limiter = ten_second_shaper()?;
+        let builder = RateLimitLayer::builder(limiter, api_key()).fields_on_admitted(true);
+        let layer = match max_delay {
+            Some(max) => builder.max_delay(max).build(),
+            None => builder.build(),
+        };
+        let address = serve(Stamp(layer.layer(Hello)), true).await;
+        let client = http1_client();
+        // Sent together; which is A, B or C is told by its wait.
+        let requests: Vec<_> = (0..3)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move { get(&client, address, "/", &[("x-api-key", "k")]).await })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for request in requests {
+            answers.push(request.await?);
+        }
+        answers.sort_by_key(|answer| answer.header("x-waited-ns").parse::<u64>().unwrap_or(u64::MAX));
+        let waits: Vec<_> = answers
+            .iter()
+            .map(|answer| answer.header("x-waited-ns"))
+            .collect();
+        assert_eq!(waits, ["0", "10000000000", "20000000000"], "{max_delay:?}");
+        let fields: Vec<_> = answers.iter().map(|answer| answer.header("ratelimit")).collect();
+        assert_eq!(fields, expected, "{max_delay:?}");
+    }
+    Ok(())
+}
+
 /// A refusal because the queue is full, on a layer whose maximum wait is shorter than the
 /// queue: the queue has room again after its retry-after, but the request would then still wait
 /// above the maximum. `Retry-After` (and `t`) is when it would fit.

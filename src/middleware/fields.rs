@@ -164,10 +164,36 @@ impl Fields {
     /// The fields for an admitted request: `r` the units that still pass now, and `t` the time
     /// until more than `r` pass (additional quota is made available), when the policy's refill
     /// tells it. On a shaper with a maximum wait (`max_delay`), both count only the requests
-    /// that maximum lets through ([`Fields::admitted_values`]).
+    /// that maximum lets through ([`Fields::admitted_values`]). "Now" is when the request is
+    /// sent on: a shaped request's fields are those of its slot ([`Fields::at_slot`]).
     pub(crate) fn admitted(&self, decision: &Decision, max_delay: Option<Duration>) -> PreparedFields {
-        let (remaining, more) = self.admitted_values(decision, max_delay);
+        let (remaining, more) = self.admitted_values(&self.at_slot(decision), max_delay);
         self.prepare(remaining, more)
+    }
+
+    /// An admitted `decision` of a steadily refilled limiter as seen when its request is sent
+    /// on, its [`delay`](Decision::delay) later (the response's fields are read then): the
+    /// queue is `delay` shorter, so `reset_after` is, and `remaining` is what the bucket holds
+    /// with that queue (`quota - ceil(reset_after / interval)`, the GCRA's count); the request
+    /// itself waits no more. As the decision itself, it does not know of requests of the key
+    /// admitted during the wait (each would take one more unit), nor of a wait for the service
+    /// behind to be ready after the slot. A decision without a delay is itself.
+    fn at_slot(&self, decision: &Decision) -> Decision {
+        let delay = decision.delay();
+        let Refill::Steady { interval, .. } = self.refill else {
+            return *decision;
+        };
+        if delay.is_zero() {
+            return *decision;
+        }
+        let reset = decision.reset_after().saturating_sub(delay);
+        let queued = reset.as_nanos().div_ceil(interval.as_nanos().max(1));
+        let remaining = self
+            .quota
+            .saturating_sub(u64::try_from(queued).unwrap_or(u64::MAX))
+            // Time passing only gives units back.
+            .max(decision.remaining());
+        Decision::allowed(remaining, u64::try_from(reset.as_nanos()).unwrap_or(u64::MAX), 0)
     }
 
     /// The `r` and `t` of an admitted `decision`.
@@ -676,6 +702,47 @@ mod tests {
                 }
             }
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_shaped_admission_is_told_as_at_its_slot() -> Result<(), Box<dyn std::error::Error>> {
+        for quota in ["2/s burst 5", "1/10s burst 3", "3/s burst 7", "999999/s burst 10"] {
+            let shaper = LeakyBucket::new(quota.parse()?)?;
+            let fields = Fields::new(QuotedName::default_name(), shaper.policy());
+            for queued in 0..4 {
+                let clock = ManualClock::new();
+                let limiter = DirectLimiter::with_clock(shaper, clock.clone());
+                let Some(decision) = (0..=queued).map(|_| limiter.check()).last() else {
+                    continue;
+                };
+                if !decision.is_allowed() {
+                    continue;
+                }
+                // At its slot, the request leaves: the next one admitted then is told one
+                // unit less, and a queue one interval longer.
+                let at_slot = fields.at_slot(&decision);
+                clock.advance(decision.delay());
+                let next = limiter.check();
+                let case = format!("{quota}, {queued} queued: {decision:?} -> {at_slot:?}, next {next:?}");
+                assert!(next.is_allowed(), "{case}");
+                assert_eq!(at_slot.delay(), Duration::ZERO, "{case}");
+                assert_eq!(at_slot.remaining(), next.remaining() + 1, "{case}");
+                assert_eq!(
+                    at_slot.reset_after() + shaper.emission_interval(),
+                    next.reset_after(),
+                    "{case}"
+                );
+                if queued == 0 {
+                    assert_eq!(at_slot, decision, "{case}: no wait, nothing changes");
+                }
+            }
+        }
+        // Nothing changes for a limiter that never delays.
+        let bucket = TokenBucket::new("2/s burst 5".parse()?)?;
+        let fields = Fields::new(QuotedName::default_name(), bucket.policy());
+        let decision = DirectLimiter::with_clock(bucket, ManualClock::new()).check();
+        assert_eq!(fields.at_slot(&decision), decision);
         Ok(())
     }
 

@@ -242,8 +242,15 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// Whether admitted responses carry `RateLimit-Policy` and `RateLimit` (and the legacy
     /// fields, when on) too; refusals for the quota always do (a refusal because the limiter
     /// could not decide has no decision to tell). Default: no, as writing them costs about as
-    /// much as the decision itself (`benches/gateway_load.sh` measures both). A shaped request's
-    /// fields describe the moment it was admitted, not the later moment it is sent.
+    /// much as the decision itself (`benches/gateway_load.sh` measures both).
+    ///
+    /// A shaped request's fields describe the moment it is sent on, its slot, not the earlier
+    /// moment it was admitted: the queue in front of it has drained meanwhile, so `t` and `r`
+    /// are those of the queue its decision left, its wait later (its own slot, nothing in
+    /// front). The decision knows of no request of the key admitted during the wait (each
+    /// takes one more unit), nor of a wait for the service behind to be ready after the slot. A decision by a
+    /// stand-in (a Redis limiter's local fallback) is announced as it was decided: the layer
+    /// cannot tell the share's algorithm.
     pub fn fields_on_admitted(mut self, on: bool) -> Self {
         self.shared.fields.on_admitted = on;
         self
