@@ -41,11 +41,12 @@
 //!   [`RateLimitBuilder::max_delay`] is refused (and the fields of the limiter's own decisions
 //!   count only the requests that maximum lets through; an admission by a stand-in, a Redis
 //!   limiter's local fallback, announces its share's own `r`); a client that leaves while
-//!   waiting gives its slot back ([`RateLimiter::refund`]) if it is still the end of the
-//!   key's queue, else the slot passes unused, so that forwarded requests stay one interval
-//!   apart ([`Origin::Slot`]). The wait needs a tokio runtime
-//!   with its timer enabled (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime
-//!   builder); tokio panics on a timer without one, which no other path of the layer uses.
+//!   waiting, or before a limiter deciding elsewhere answered (the decision then finishes on
+//!   a task of its own), gives its slot back ([`RateLimiter::refund`]) if it is still the end
+//!   of the key's queue, else the slot passes unused, so that forwarded requests stay one
+//!   interval apart ([`Origin::Slot`]). The wait needs a tokio runtime with its timer enabled
+//!   (`#[tokio::main]`, or `enable_time`/`enable_all` on a runtime builder); tokio panics on a
+//!   timer without one, which no other path of the layer uses.
 //! - **Per route**: [`RateLimitBuilder::only_for`] limits only the requests a [`RouteFilter`]
 //!   matches; stack one layer per route for different quotas.
 //!
@@ -56,6 +57,7 @@
 mod client_ip;
 mod fields;
 mod forwarded;
+mod in_flight;
 mod ip_range;
 mod ipv6_prefix;
 mod key;

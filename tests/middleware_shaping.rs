@@ -608,3 +608,136 @@ fn a_table_names_the_slot_of_a_counted_admission_only() -> Result<(), Error> {
     assert_eq!(origin, Origin::Limiter);
     Ok(())
 }
+
+/// A gate the test opens: the answers of [`RemoteShaper`] wait at it, as a remote store's
+/// answers travel back.
+#[derive(Default)]
+struct Gate {
+    /// Whether it is open, and who waits for it to open.
+    state: std::sync::Mutex<(bool, Vec<std::task::Waker>)>,
+}
+
+impl Gate {
+    fn state(&self) -> std::sync::MutexGuard<'_, (bool, Vec<std::task::Waker>)> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn open(&self) {
+        let mut state = self.state();
+        state.0 = true;
+        state.1.drain(..).for_each(std::task::Waker::wake);
+    }
+
+    async fn passed(&self) {
+        std::future::poll_fn(|cx| {
+            let mut state = self.state();
+            if state.0 {
+                return std::task::Poll::Ready(());
+            }
+            state.1.push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await;
+    }
+}
+
+/// A shaper deciding elsewhere, as a Redis limiter does: its table counts a request when the
+/// decision starts (the script ran), and the answer arrives once the gate is open. It records
+/// the refunds the layer asks of it.
+struct RemoteShaper {
+    table: Shaper,
+    gate: Gate,
+    refunds: std::sync::Mutex<Vec<(String, Origin)>>,
+}
+
+impl RateLimiter<String> for RemoteShaper {
+    fn decide(
+        &self,
+        key: &String,
+        cost: u64,
+    ) -> impl std::future::Future<Output = Result<tollgate::Decision, tollgate::middleware::LimiterError>> + Send
+    {
+        let decided = self.decide_within(key, cost, None);
+        async move { decided.await.map(|(decision, _)| decision) }
+    }
+
+    async fn decide_within(
+        &self,
+        key: &String,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<(tollgate::Decision, Origin), tollgate::middleware::LimiterError> {
+        let counted = self.table.decide_within(key, cost, max_delay).await;
+        self.gate.passed().await;
+        counted
+    }
+
+    fn policy(&self) -> tollgate::middleware::Policy {
+        self.table.policy()
+    }
+
+    fn refund(&self, key: String, cost: u64, origin: Origin) {
+        self.refunds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((key.clone(), origin));
+        self.table.refund(key, cost, origin);
+    }
+}
+
+/// A client that leaves while a remote limiter's decision is in flight: the store counted the
+/// request all the same, so the decision finishes on a task of its own and its slot comes back
+/// (without it, the slot stayed taken until its time passed). An admission without a wait is
+/// kept, as when its client leaves while the service behind is not ready.
+#[tokio::test]
+async fn a_client_that_leaves_before_a_remote_answer_gives_its_slot_back() -> Result<(), Error> {
+    let limiter = Arc::new(RemoteShaper {
+        table: ten_second_shaper()?,
+        gate: Gate::default(),
+        refunds: std::sync::Mutex::new(Vec::new()),
+    });
+    let mut service = RateLimitLayer::new(Arc::clone(&limiter), api_key()).layer(Hello);
+    let next_delay = |key: &str| limiter.table.peek(&key.to_owned()).delay();
+    // The free slot of "k" is taken: the next request of "k" waits 10 s.
+    assert!(limiter.table.check(&"k".to_owned()).is_allowed());
+
+    // B ("k", to wait 10 s) and X ("x", at once) are counted, and leave before the answers.
+    let mut leaving = Vec::new();
+    for key in ["k", "x"] {
+        std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx)).await?;
+        let request = Request::get("/").header("x-api-key", key).body(())?;
+        let mut answer = Box::pin(service.call(request));
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(answer.as_mut(), cx)))
+                .await;
+        assert!(polled.is_pending(), "the answer waits at the gate");
+        leaving.push(answer);
+    }
+    assert_eq!(
+        (next_delay("k"), next_delay("x")),
+        (Duration::from_secs(20), Duration::from_secs(10))
+    );
+    drop(leaving);
+
+    // The answers arrive: B's slot, the end of the queue, is given back; X's is kept.
+    limiter.gate.open();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while next_delay("k") != Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .map_err(|_| "the slot of the request that left never came back")?;
+    let refunds = limiter
+        .refunds
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    assert_eq!(refunds.len(), 1, "{refunds:?}");
+    assert_eq!(refunds[0].0, "k");
+    assert!(matches!(refunds[0].1, Origin::Slot { .. }), "{refunds:?}");
+    assert_eq!(next_delay("x"), Duration::from_secs(10));
+    Ok(())
+}

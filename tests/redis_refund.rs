@@ -458,6 +458,64 @@ mod layer {
         until(&limiter, Duration::from_secs(10)).await;
     }
 
+    /// A client that leaves while its decision is still in Redis (the server paused with
+    /// `CLIENT PAUSE`, so the script runs after the client left): the script counts the slot
+    /// all the same, and the layer, no longer awaiting the answer, lets the decision finish on a
+    /// task of its own and gives the slot back.
+    #[tokio::test]
+    async fn a_request_abandoned_before_the_fleets_answer_gives_its_slot_back() {
+        let server = RedisServer::start();
+        let limiter = Arc::new(
+            RedisLimiter::builder(
+                server.url(),
+                LeakyBucket::new("1/10s burst 3".parse().unwrap()).unwrap(),
+                FailurePolicy::FailClosed {
+                    retry_after: Duration::from_secs(1),
+                },
+            )
+            .client_time(ManualClock::starting_at(Timestamp::from_secs(1_800_000_000)))
+            .deadline(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap(),
+        );
+        let mut service = RateLimitLayer::new(
+            Arc::clone(&limiter),
+            HeaderKey::new(HeaderName::from_static("x-api-key")),
+        )
+        .layer(Hello);
+        let request = || Request::get("/").header("x-api-key", "k").body(()).unwrap();
+        // The first passes at once: the next waits 10 s.
+        std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx))
+            .await
+            .unwrap();
+        assert_eq!(service.call(request()).await.unwrap().status(), StatusCode::OK);
+        assert_eq!(queue(&limiter, "k").await, Duration::from_secs(10));
+
+        // Redis stops answering for a second; the second request's script waits in it, and
+        // its client leaves meanwhile.
+        let mut raw = super::raw_connection(&server).await;
+        let () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1000)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx))
+            .await
+            .unwrap();
+        let mut leaving = Box::pin(service.call(request()));
+        let answered = tokio::time::timeout(Duration::from_millis(200), leaving.as_mut()).await;
+        assert!(answered.is_err(), "Redis is paused: no answer yet");
+        drop(leaving);
+
+        // The script runs once Redis resumes: the slot 10 s further is counted (this check
+        // goes over the limiter's one connection after the script, so it sees it run)...
+        assert_eq!(queue(&limiter, "k").await, Duration::from_secs(20));
+        // ... and given back by the decision finishing on its own.
+        until(&limiter, Duration::from_secs(10)).await;
+    }
+
     /// The TAT (µs) a bucket's key holds in Redis, `None` without the key.
     async fn tat(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
         use redis::AsyncCommands;

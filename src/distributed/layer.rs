@@ -37,10 +37,11 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// like any other. Errors (a key holding another type, a cost above the capacity) go to the
 /// layer's [`OnLimiterError`](crate::middleware::OnLimiterError) policy.
 ///
-/// A shaped request abandoned while it waits (the leaky bucket), or refused by the layer for a
-/// wait above its maximum (only after a fallback that does not refuse such a wait itself: Redis
-/// and the keyed and direct fallbacks do, counting nothing), gives its slot back where it was
-/// counted ([`decide_within`](RateLimiter::decide_within) says where). A slot Redis gave goes
+/// A shaped request abandoned while it waits (the leaky bucket) or before the answer came back
+/// from Redis (the layer lets the decision finish on a task of its own), or refused by the layer
+/// for a wait above its maximum (only after a fallback that does not refuse such a wait itself:
+/// Redis and the keyed and direct fallbacks do, counting nothing), gives its slot back where it
+/// was counted ([`decide_within`](RateLimiter::decide_within) says where). A slot Redis gave goes
 /// back to the fleet only if it still ends the key's queue there: [`refund`](RateLimiter::refund)
 /// starts one `EVALSHA` of `gcra_refund.lua` with the slot's end (the refund of
 /// [`RedisLimiter::refund_n`], made conditional) on a task of its own and returns at once,

@@ -81,7 +81,9 @@ pub trait RateLimiter<K>: Send + Sync {
     fn policy(&self) -> Policy;
 
     /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
-    /// client left before its slot, or whose wait was above the layer's maximum (admitted by a
+    /// client left before its slot (or before this limiter's answer: the layer then lets the
+    /// decision finish on a task of its own, and refunds an admission with a wait), or whose
+    /// wait was above the layer's maximum (admitted by a
     /// limiter that keeps the provided [`decide_now_within`](Self::decide_now_within) and
     /// [`decide_within`](Self::decide_within), or by a stand-in that does not refuse such a wait
     /// itself). `origin` is where its decision said they were counted, so that they go back

@@ -15,6 +15,7 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::fields::{write_retry_after, PreparedFields};
+use super::in_flight::InFlight;
 use super::key::KeyExtractor;
 use super::layer::{OnLimiterError, Shared};
 use super::limiter::{LimiterError, Origin, RateLimiter};
@@ -300,11 +301,14 @@ async fn decide_later<S, L, X, ReqBody, ResBody>(
 ) -> Result<Response<LimitedBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    L: RateLimiter<X::Key>,
+    L: RateLimiter<X::Key> + 'static,
     X: KeyExtractor,
 {
     let grpc = grpc.as_ref();
-    let (decision, origin) = match shared.limiter.decide_within(&key, COST, shared.max_delay).await {
+    // Dropped before the answer, the decision finishes on a task of its own, and gives back
+    // the slot it took (a remote store counted it all the same).
+    let (decided, key) = InFlight::start(Arc::clone(&shared), key, COST).await;
+    let (decision, origin) = match decided {
         Ok(decided) => decided,
         Err(error) => {
             return match limiter_error(&shared, error, grpc) {
