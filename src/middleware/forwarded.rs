@@ -90,15 +90,31 @@ fn elements(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item = Re
 ///
 /// Where an element starts depends on the quotes before it, which only a scan from the left
 /// can tell (a `\"` escapes the quote inside a quoted string, not outside one), so a line with
-/// quotes is scanned from its start for each element, up to that element: a walk that stops
-/// `k` elements from the right reads the line `k` times, never more than it reads. A line
-/// without quotes (every `X-Forwarded-For` line, most `Forwarded` ones) is split from the
-/// right directly.
+/// quotes is scanned from its start for each element, up to that element, for the first
+/// [`RESCANS`] elements: a walk that stops `k` elements from the right reads the line `k`
+/// times, and allocates nothing. A walk that goes further (every entry so far a trusted proxy)
+/// splits what is left of the line once, into a vector, so that no line costs more than
+/// `RESCANS + 1` reads. A line without quotes (every `X-Forwarded-For` line, most `Forwarded`
+/// ones) is split from the right directly.
 fn elements_rev(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item = Result<&str, &str>> {
     let quotes = quotes && line.contains(&b'"');
     let mut rest = Some(line);
+    let mut scans = 0;
+    // What is left of a line split at once, last element at the end.
+    let mut split: Vec<Result<&str, &str>> = Vec::new();
     std::iter::from_fn(move || {
+        if let Some(element) = split.pop() {
+            return Some(element);
+        }
         let text = rest?;
+        if quotes {
+            if scans == RESCANS {
+                rest = None;
+                split.extend(elements(text, separator, true));
+                return split.pop();
+            }
+            scans += 1;
+        }
         let (start, quoted) = last_element(text, separator, quotes);
         let (head, element) = text.split_at_checked(start).unwrap_or((&[], text));
         // Before the separator that ends `head`; `None` when the element starts the line.
@@ -106,6 +122,11 @@ fn elements_rev(line: &[u8], separator: u8, quotes: bool) -> impl Iterator<Item 
         Some(read_element(element, quoted))
     })
 }
+
+/// How many elements of a line with quotes [`elements_rev`] finds by scanning the line from its
+/// start, before it splits the rest at once. A walk from the right stops at the first address
+/// that is not a trusted proxy: one or two elements in, with proxies that append to one line.
+const RESCANS: u32 = 8;
 
 /// Where the last element of `text` starts, and whether it ends inside a quoted string.
 fn last_element(text: &[u8], separator: u8, quotes: bool) -> (usize, bool) {
@@ -295,6 +316,21 @@ mod tests {
         );
     }
 
+    /// A walk deeper than [`RESCANS`] into a quoted line gives the same elements.
+    #[test]
+    fn a_long_quoted_line_is_read_whole_from_the_right() {
+        let mut line = String::new();
+        for i in 0..30 {
+            line.push_str(&format!("for=\"10.0.0.{i}\";x=\"a,\\\"b\", "));
+        }
+        line.push_str("for=unknown");
+        let mut forward: Vec<_> = elements(line.as_bytes(), b',', true).collect();
+        forward.reverse();
+        let backward: Vec<_> = elements_rev(line.as_bytes(), b',', true).collect();
+        assert_eq!(forward.len(), 31);
+        assert_eq!(backward, forward);
+    }
+
     proptest! {
         /// Right to left gives exactly the elements and verdicts of left to right, reversed,
         /// on lines made of separators, quotes, backslashes and text.
@@ -305,7 +341,7 @@ mod tests {
                     Just(b','), Just(b';'), Just(b'"'), Just(b'\\'), Just(b' '), Just(b'a'),
                     Just(0xff_u8),
                 ],
-                0..40,
+                0..100,
             ),
             quotes: bool,
         ) {
