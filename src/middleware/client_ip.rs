@@ -34,7 +34,9 @@ pub enum ForwardedHeader {
 ///    the peer is.
 ///
 /// The header is read in place, from the right (the last line first), and only as far as the
-/// walk goes: nothing is copied or allocated, whatever the client wrote to the left.
+/// walk goes: nothing is copied or allocated, whatever the client wrote to the left (but for a
+/// walk more than 8 entries deep into one `Forwarded` line with quoted values, which splits the
+/// rest of that line once, so that its cost stays linear).
 ///
 /// So the key is always an address written by a trusted proxy (or the peer itself), never one
 /// a client wrote: the entries to the left of the right-most untrusted one, or of the
