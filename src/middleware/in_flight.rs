@@ -13,7 +13,7 @@ use super::limiter::{LimiterError, Origin, RateLimiter};
 use crate::{Decision, Outcome};
 
 /// What a decision in flight gives: the limiter's answer, and the key, handed back.
-pub(crate) type Decided<K> = (Result<(Decision, Origin), LimiterError>, K);
+type Decided<K> = (Result<(Decision, Origin), LimiterError>, K);
 
 /// The decision itself, boxed so that it can move to a task of its own when dropped.
 type Deciding<K> = Pin<Box<dyn Future<Output = Decided<K>> + Send>>;
