@@ -239,7 +239,7 @@ fn max_memory_is_every_slot_with_a_full_log() {
     let limiter = keyed::<u64>("100/min", 1_000);
     let logs = limiter.slots() * 100 * 8;
     assert!(
-        (logs..=logs + limiter.slots() * 64).contains(&limiter.max_memory()),
+        (logs..=logs + limiter.slots() * 72).contains(&limiter.max_memory()),
         "{} bytes for {} slots",
         limiter.max_memory(),
         limiter.slots()

@@ -37,8 +37,8 @@ impl SlidingLog {
     pub(crate) fn decide(&self, ring: &Ring, now: u64, cost: u64) -> Verdict {
         let window = self.window;
         let at = ring.newest().map_or(now, |newest| newest.max(now));
-        // `e <= at` for every entry, so the subtraction cannot underflow.
-        let count = ring.count_newest(|entry| at - entry < window) as u64;
+        // `e <= at` for every entry.
+        let count = ring.count_in_window(at, window) as u64;
         // When a unit recorded at `entry` leaves the window, measured from the real `now` (every
         // entry asked about is in the window, so `end > at >= now`; saturating all the same).
         let leaves = |entry: u64| {
@@ -108,7 +108,7 @@ mod tests {
     fn check(log: &SlidingLog, ring: &mut Ring, now: u64, cost: u64) -> Decision {
         let verdict = log.decide(ring, now, cost);
         if let Some(at) = verdict.record_at {
-            ring.record(at, cost);
+            ring.record(at, cost, log.window);
         }
         verdict.decision
     }

@@ -20,7 +20,7 @@ use crate::{Decision, Timestamp};
 ///
 /// Its ring of timestamps (8 bytes per unit of the limit) is allocated once, here, and never
 /// again. Each decision reads the clock once, then holds the log's lock only while it decides
-/// (a binary search) and records the admitted units; nothing else runs under it, and nothing
+/// (a search from the oldest entry still in the window) and records the admitted units; nothing else runs under it, and nothing
 /// is allocated. The lock and ring are padded to their own cache line.
 ///
 /// ```
@@ -188,7 +188,7 @@ impl<C: Clock> LogLimiter<C> {
                 drop(ring);
                 ring = lock(&self.ring);
             }
-            ring.record(at, cost);
+            ring.record(at, cost, self.log.window);
         }
         verdict.decision
     }

@@ -10,8 +10,11 @@
 //!
 //! Entries are kept in non-decreasing time order on purpose: the decision records a request at
 //! `max(now, newest)` (`docs/design.md`, "Sliding window log"), so the units in a window are
-//! always a suffix of the ring, found by binary search, and the `k`-th newest entry is found
-//! by index arithmetic alone.
+//! always a suffix of the ring, and the `k`-th newest entry is found by index arithmetic alone.
+//! The ring counts the oldest entries that have left every window to come (a window older than
+//! the newest entry, found at each record), and the search for a window's first entry gallops
+//! from there: one read when nothing else has left the window since, `O(log d)` when `d`
+//! entries have.
 
 use std::collections::TryReserveError;
 
@@ -25,6 +28,11 @@ pub(crate) struct Ring {
     next: usize,
     /// The most entries the ring holds: the log's limit.
     capacity: usize,
+    /// How many of the oldest entries are out of the window of every decision to come: at
+    /// least a window older than the newest entry, as [`record`](Ring::record) last found.
+    /// Decisions are made at or after the newest entry, so the search for the window's first
+    /// entry starts past them ([`count_in_window`](Ring::count_in_window)).
+    expired: usize,
 }
 
 impl Ring {
@@ -34,6 +42,7 @@ impl Ring {
             entries: Vec::new(),
             next: 0,
             capacity,
+            expired: 0,
         }
     }
 
@@ -43,6 +52,7 @@ impl Ring {
             entries: Vec::with_capacity(capacity),
             next: 0,
             capacity,
+            expired: 0,
         }
     }
 
@@ -64,6 +74,7 @@ impl Ring {
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
         self.next = 0;
+        self.expired = 0;
     }
 
     /// How many entries the ring holds (at most its capacity).
@@ -92,30 +103,79 @@ impl Ring {
         self.newest_nth(1)
     }
 
-    /// How many of the newest entries satisfy `in_window`, a predicate that holds for the
-    /// newest entries and fails from some entry on (the entries are in time order). Binary
-    /// search: `O(log len)`.
+    /// How many entries are in the window of length `window` that ends at `at`: the entries `e`
+    /// with `at - e < window`, the newest ones. `at` must be at or after the newest entry (the
+    /// decision's `max(now, newest)`), which keeps every subtraction from underflowing and the
+    /// entries [`record`](Ring::record) found expired out of this window too.
     #[inline]
-    pub(crate) fn count_newest(&self, in_window: impl Fn(u64) -> bool) -> usize {
-        // Invariant: the `lo` newest hold, the `hi + 1`-th newest (if any) does not.
-        let (mut lo, mut hi) = (0, self.entries.len());
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            // `1 <= mid <= len`, so the entry exists.
-            if self.newest_nth(mid).is_some_and(&in_window) {
-                lo = mid;
+    pub(crate) fn count_in_window(&self, at: u64, window: u64) -> usize {
+        let from = self.expired;
+        // The usual case inline: the oldest entry not known to have left is still in.
+        match self.entry_from_oldest(from) {
+            Some(entry) if at - entry < window => self.len() - from,
+            None => 0,
+            Some(_) => self.len() - self.first_in_window(from, at, window),
+        }
+    }
+
+    /// The entry `position` places from the oldest (0 the oldest), if there is one.
+    #[inline]
+    fn entry_from_oldest(&self, position: usize) -> Option<u64> {
+        let len = self.entries.len();
+        if position >= len {
+            return None;
+        }
+        // The oldest is at `next` once the ring is full, at 0 before (`next == len` then): either
+        // way `next + position`, less `len` if that is past the end.
+        let index = self.next + position;
+        Some(self.entries[if index >= len { index - len } else { index }])
+    }
+
+    /// The position, oldest first, of the oldest entry in the window that ends at `at`, or
+    /// `len` if none is; every entry before `from` must be out of that window. Galloping from
+    /// `from`, then bisecting: `O(log d)` reads for `d` entries between `from` and the answer,
+    /// one read when the entry at `from` is in the window (a steady rate's usual case).
+    fn first_in_window(&self, from: usize, at: u64, window: u64) -> usize {
+        let len = self.len();
+        // Every entry is at or before `at`, so `at - entry` cannot underflow.
+        let inside = |position: usize| {
+            self.entry_from_oldest(position)
+                .is_some_and(|entry| at - entry < window)
+        };
+        if from >= len || inside(from) {
+            return from.min(len);
+        }
+        // Invariant: the entry at `out` is out of the window, the one at `within` in it (or
+        // `within == len`).
+        let (mut out, mut step) = (from, 1);
+        let mut within = loop {
+            let probe = out.saturating_add(step);
+            if probe >= len {
+                break len;
+            }
+            if inside(probe) {
+                break probe;
+            }
+            out = probe;
+            step = step.saturating_mul(2);
+        };
+        while within - out > 1 {
+            let middle = out + (within - out) / 2;
+            if inside(middle) {
+                within = middle;
             } else {
-                hi = mid - 1;
+                out = middle;
             }
         }
-        lo
+        within
     }
 
     /// Appends `units` entries at `at`, writing over the oldest once full; only the last
     /// `capacity` units are kept. The decision already records at or after the newest entry;
     /// an earlier `at` is moved up to the newest all the same, so the ring is always ordered.
+    /// Then moves the count of expired entries on to those a `window` older than the newest.
     #[inline]
-    pub(crate) fn record(&mut self, at: u64, units: u64) {
+    pub(crate) fn record(&mut self, at: u64, units: u64, window: u64) {
         let at = self.newest().map_or(at, |newest| newest.max(at));
         let units = usize::try_from(units).unwrap_or(usize::MAX).min(self.capacity);
         for _ in 0..units {
@@ -123,11 +183,18 @@ impl Ring {
                 self.entries.push(at);
             } else {
                 self.entries[self.next] = at;
+                // The oldest entry is gone: every position moves down by one.
+                self.expired = self.expired.saturating_sub(1);
             }
             self.next += 1;
             if self.next == self.capacity {
                 self.next = 0;
             }
+        }
+        // Every later decision is made at or after `at`, the newest entry now (if one was
+        // written: the decisions never record a weight of 0).
+        if units > 0 {
+            self.expired = self.first_in_window(self.expired, at, window);
         }
     }
 
@@ -146,6 +213,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A window longer than every test's times: nothing expires.
+    const W: u64 = 1_000;
+
     #[test]
     fn an_unallocated_ring_allocates_once_when_reserved() {
         let mut ring = Ring::unallocated(4);
@@ -153,11 +223,11 @@ mod tests {
         ring.reserve().unwrap();
         assert_eq!(ring.entries.capacity(), 4);
         let buffer = ring.entries.as_ptr();
-        ring.record(1, 3);
-        ring.record(2, 3);
+        ring.record(1, 3, W);
+        ring.record(2, 3, W);
         ring.clear();
         ring.reserve().unwrap();
-        ring.record(5, 9);
+        ring.record(5, 9, W);
         assert_eq!(ring.entries.as_ptr(), buffer, "the ring reallocated");
         assert_eq!(ring.entries.capacity(), 4);
         assert_eq!(ring.to_vec(), [5, 5, 5, 5]);
@@ -167,42 +237,70 @@ mod tests {
     fn keeps_the_newest_entries_in_order() {
         let mut ring = Ring::with_capacity(3);
         assert_eq!(ring.newest(), None);
-        ring.record(10, 1);
-        ring.record(20, 2);
+        ring.record(10, 1, W);
+        ring.record(20, 2, W);
         assert_eq!(ring.to_vec(), [10, 20, 20]);
-        ring.record(30, 1);
+        ring.record(30, 1, W);
         assert_eq!(ring.to_vec(), [20, 20, 30]);
         assert_eq!(ring.newest_nth(1), Some(30));
         assert_eq!(ring.newest_nth(3), Some(20));
         assert_eq!(ring.newest_nth(4), None);
         assert_eq!(ring.newest_nth(0), None);
-        ring.record(40, 0);
+        ring.record(40, 0, W);
         assert_eq!(ring.to_vec(), [20, 20, 30]);
         // An entry before the newest is recorded at the newest: the ring stays ordered.
-        ring.record(25, 1);
+        ring.record(25, 1, W);
         assert_eq!(ring.to_vec(), [20, 30, 30]);
     }
 
+    /// Entries leave the window oldest first, and the count of expired entries follows the
+    /// ring as it is overwritten.
+    #[test]
+    fn counts_the_window_from_the_entries_that_left_it() {
+        let mut ring = Ring::with_capacity(4);
+        ring.record(0, 2, 10);
+        ring.record(5, 1, 10);
+        ring.record(12, 1, 10);
+        // 0 and 0 are a window older than 12: expired.
+        assert_eq!((ring.to_vec(), ring.expired), (vec![0, 0, 5, 12], 2));
+        assert_eq!(ring.count_in_window(12, 10), 2);
+        assert_eq!(ring.count_in_window(14, 10), 2);
+        assert_eq!(ring.count_in_window(15, 10), 1);
+        assert_eq!(ring.count_in_window(40, 10), 0);
+        // Overwriting an expired entry: one expired left, then 5 leaves too (a window before 16).
+        ring.record(16, 1, 10);
+        assert_eq!((ring.to_vec(), ring.expired), (vec![0, 5, 12, 16], 2));
+        assert_eq!(ring.count_in_window(16, 10), 2);
+        ring.clear();
+        assert_eq!((ring.len(), ring.expired), (0, 0));
+        assert_eq!(ring.count_in_window(16, 10), 0);
+    }
+
     proptest! {
-        /// The ring holds exactly the last `capacity` entries of everything recorded, and
-        /// `count_newest` counts the suffix a plain filter finds.
+        /// The ring holds exactly the last `capacity` entries of everything recorded, and after
+        /// every record `count_in_window` counts, at any time from the newest entry on, the
+        /// entries a plain filter finds in the window.
         #[test]
         fn is_the_tail_of_everything_recorded(
             capacity in 1usize..9,
-            steps in proptest::collection::vec((0u64..5, 0u64..12), 0..40),
-            cutoff in 0u64..200,
+            window in 1u64..40,
+            steps in proptest::collection::vec((0u64..12, 0u64..12, 0u64..50), 0..40),
         ) {
             let mut ring = Ring::with_capacity(capacity);
             let (mut all, mut at) = (Vec::new(), 0);
-            for (gap, units) in steps {
+            for (gap, units, later) in steps {
                 at += gap;
-                ring.record(at, units);
+                ring.record(at, units, window);
                 all.extend(std::iter::repeat_n(at, units as usize));
+                let tail = all[all.len().saturating_sub(capacity)..].to_vec();
+                prop_assert_eq!(ring.to_vec(), tail.clone());
+                let newest = tail.last().copied().unwrap_or(0);
+                for now in [newest, newest + later, newest + window, newest + window - 1] {
+                    let expected = tail.iter().filter(|&&e| now - e < window).count();
+                    prop_assert_eq!(ring.count_in_window(now, window), expected, "at {}", now);
+                }
+                prop_assert!(ring.expired <= ring.len());
             }
-            let tail = all[all.len().saturating_sub(capacity)..].to_vec();
-            prop_assert_eq!(ring.to_vec(), tail.clone());
-            let expected = tail.iter().filter(|&&e| e > cutoff).count();
-            prop_assert_eq!(ring.count_newest(|e| e > cutoff), expected);
         }
     }
 }

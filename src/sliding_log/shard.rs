@@ -257,7 +257,7 @@ impl LogShard {
                 drop(ring);
                 ring = lock(&self.slots[index].ring);
             }
-            ring.record(at, cost);
+            ring.record(at, cost, log.window);
         }
         verdict.decision
     }
