@@ -335,3 +335,15 @@ impl LogShard {
         None
     }
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::LogSlot;
+
+    /// The slot size `docs/design.md` ("Sliding window log") gives, before the ring's entries.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn a_slot_is_64_bytes_before_its_entries() {
+        assert_eq!(std::mem::size_of::<LogSlot>(), 64);
+    }
+}
