@@ -172,9 +172,10 @@ impl Algorithm for SlidingWindow {
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
+        let general = || Transition::from_out_of_line(self.decide_out_of_line(state, now, cost));
         // A weight of 0 or above the limit takes the general path (`cost - 1` wraps for 0).
         if cost.wrapping_sub(1) >= self.limit.get() {
-            return self.decide_in_general(state, now, cost);
+            return general();
         }
         let (now_nanos, w) = (now.as_nanos(), self.layout.window());
         let stored = SlidingWindowState(state);
@@ -196,10 +197,10 @@ impl Algorithm for SlidingWindow {
             // window at or past `fast_end`.
             let index = self.layout.index_of(now_nanos);
             let (previous, current) = match index.checked_sub(stored_index) {
-                _ if index >= self.fast_end => return self.decide_in_general(state, now, cost),
+                _ if index >= self.fast_end => return general(),
                 Some(1) => (stored.current(self), 0),
                 Some(2..) => (0, 0),
-                Some(0) | None => return self.decide_in_general(state, now, cost),
+                Some(0) | None => return general(),
             };
             Counts {
                 state,

@@ -1,7 +1,7 @@
 //! The sliding window counter's decision for every input, in `u128`: the definition.
 
 use crate::algorithm::window::nanos_until;
-use crate::algorithm::Transition;
+use crate::algorithm::{OutOfLine, Transition};
 use crate::{Decision, Timestamp};
 
 use super::{SlidingWindow, SlidingWindowState};
@@ -12,8 +12,6 @@ impl SlidingWindow {
     /// or above the limit, after a step back into an earlier window, within two windows of the
     /// end of representable time, and for quotas whose `limit * w` exceeds a `u64` or what one
     /// multiplication divides by `w` exactly (`fast_end == 0`).
-    #[cold]
-    #[inline(never)]
     pub(super) fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let now = now.as_nanos();
         let stored = SlidingWindowState(state);
@@ -66,6 +64,15 @@ impl SlidingWindow {
                 ),
             )
         }
+    }
+
+    /// [`decide_in_general`](Self::decide_in_general) out of line, for `decide`'s fast path to
+    /// call (see [`OutOfLine`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn decide_out_of_line(&self, state: u64, now: Timestamp, cost: u64) -> OutOfLine {
+        let Transition { state, decision } = self.decide_in_general(state, now, cost);
+        (state, decision)
     }
 
     /// How many whole units `scaled` (units times the window length) holds.
