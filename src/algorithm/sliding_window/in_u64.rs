@@ -60,27 +60,35 @@ impl SlidingWindow {
                 };
             }
         }
-        // Refused: `total > limit`, or `previous` weighs more than `budget` now. What would
-        // pass now: nothing when `current` alone fills the limit (or exceeds it, after a step
-        // back in time), without dividing.
-        let remaining = match (limit.checked_sub(current), weighed) {
-            (Some(free @ 1..), Some(weighed)) => self.units.divide((free * w).saturating_sub(weighed)),
-            _ => 0,
+        // Refused: `total > limit`, or `previous` weighs more than `budget` now. From the next
+        // window on, `current` is the previous count: the first instant the request passes is
+        // in that window, or at the start of the one after, where both counts have left the
+        // sliding window.
+        let in_next_window = earliest_offset_in_u64(current, limit - cost, w);
+        let from_next_window = match in_next_window < w {
+            true => until_next + in_next_window,
+            false => until_reset,
         };
-        // The first instant the request passes: later in this window (only if `current + cost`
-        // fits), in the next one where `current` has become the previous count, or at the start
-        // of the one after, where both counts have left the sliding window.
-        let in_this_window = match total <= limit {
-            true => earliest_offset_in_u64(previous, limit - total, w),
+        let free = limit.saturating_sub(current);
+        if free == 0 {
+            // `current` alone fills the limit (or exceeds it, after a step back in time), and
+            // weighs until the window after this one ends: nothing passes now, nor later in
+            // this window. No division.
+            return Transition::refuse(state, Decision::denied(0, from_next_window, until_reset));
+        }
+        // What would pass now.
+        let remaining = match weighed {
+            Some(weighed) => self.units.divide((free * w).saturating_sub(weighed)),
+            None => 0,
+        };
+        // Later in this window, only if `current + cost` fits.
+        let in_this_window = match cost <= free {
+            true => earliest_offset_in_u64(previous, free - cost, w),
             false => w,
         };
-        let in_next_window = earliest_offset_in_u64(current, limit - cost, w);
-        let retry_after = if in_this_window < w {
-            in_this_window.saturating_sub(elapsed)
-        } else if in_next_window < w {
-            until_next + in_next_window
-        } else {
-            until_reset
+        let retry_after = match in_this_window < w {
+            true => in_this_window.saturating_sub(elapsed),
+            false => from_next_window,
         };
         let reset_after = match (previous, current) {
             (_, 1..) => until_reset,
