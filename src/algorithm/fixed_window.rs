@@ -8,7 +8,7 @@ use crate::error::QuotaError;
 use crate::{Decision, Quota, Timestamp};
 
 use super::window::{nanos_until, WindowLayout};
-use super::{Algorithm, Transition};
+use super::{Algorithm, OutOfLine, Transition};
 
 const FIELDS: u32 = 1;
 
@@ -121,9 +121,10 @@ impl Algorithm for FixedWindow {
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let limit = self.limit.get();
+        let general = || Transition::from_out_of_line(self.decide_out_of_line(state, now, cost));
         // A weight of 0 or above the limit takes the general path (`cost - 1` wraps for 0).
         if cost.wrapping_sub(1) >= limit {
-            return self.decide_in_general(state, now, cost);
+            return general();
         }
         let (now_nanos, w) = (now.as_nanos(), self.layout.window());
         let stored = FixedWindowState(state);
@@ -138,7 +139,7 @@ impl Algorithm for FixedWindow {
             // or past `fast_end`, takes the general path.
             let index = self.layout.index_of(now_nanos);
             if index <= stored_index || index >= self.fast_end {
-                return self.decide_in_general(state, now, cost);
+                return general();
             }
             // `index * w <= now`, without overflow.
             (self.layout.pack(index, &[0]), 0, now_nanos - index * w)
@@ -165,10 +166,17 @@ impl Algorithm for FixedWindow {
 }
 
 impl FixedWindow {
-    /// [`decide`](Algorithm::decide) for every input: the definition that `decide` shortcuts
-    /// for a weight in `1..=limit` in a window at or after the stored one and below `fast_end`.
+    /// [`decide_in_general`](Self::decide_in_general) out of line, for `decide`'s fast path to
+    /// call (see [`OutOfLine`]).
     #[cold]
     #[inline(never)]
+    fn decide_out_of_line(&self, state: u64, now: Timestamp, cost: u64) -> OutOfLine {
+        let Transition { state, decision } = self.decide_in_general(state, now, cost);
+        (state, decision)
+    }
+
+    /// [`decide`](Algorithm::decide) for every input: the definition that `decide` shortcuts
+    /// for a weight in `1..=limit` in a window at or after the stored one and below `fast_end`.
     fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
         let limit = self.limit.get();
         let now = now.as_nanos();
