@@ -64,18 +64,17 @@ impl SlidingWindow {
         // window on, `current` is the previous count: the first instant the request passes is
         // in that window, or at the start of the one after, where both counts have left the
         // sliding window.
-        let in_next_window = earliest_offset_in_u64(current, limit - cost, w);
-        let from_next_window = match in_next_window < w {
-            true => until_next + in_next_window,
-            false => until_reset,
+        let from_next_window = match earliest_offset_in_u64(current, limit - cost, w) {
+            Some(offset) => until_next + offset,
+            None => until_reset,
         };
-        let free = limit.saturating_sub(current);
-        if free == 0 {
+        if current >= limit {
             // `current` alone fills the limit (or exceeds it, after a step back in time), and
             // weighs until the window after this one ends: nothing passes now, nor later in
             // this window. No division.
             return Transition::refuse(state, Decision::denied(0, from_next_window, until_reset));
         }
+        let free = limit - current;
         // What would pass now.
         let remaining = match weighed {
             Some(weighed) => self.units.divide((free * w).saturating_sub(weighed)),
@@ -84,11 +83,11 @@ impl SlidingWindow {
         // Later in this window, only if `current + cost` fits.
         let in_this_window = match cost <= free {
             true => earliest_offset_in_u64(previous, free - cost, w),
-            false => w,
+            false => None,
         };
-        let retry_after = match in_this_window < w {
-            true => in_this_window.saturating_sub(elapsed),
-            false => from_next_window,
+        let retry_after = match in_this_window {
+            Some(offset) => offset.saturating_sub(elapsed),
+            None => from_next_window,
         };
         let reset_after = match (previous, current) {
             (_, 1..) => until_reset,
@@ -100,19 +99,19 @@ impl SlidingWindow {
 }
 
 /// The general path's `earliest_offset` for a budget of `free * w` that fits a `u64`: the
-/// smallest `e` in `[0, w]` with `weight * (w - e) <= free * w`, or `w` if none below it. It
-/// divides only when the answer is strictly between.
+/// smallest `e` in `[0, w)` with `weight * (w - e) <= free * w`, or `None` if none (the general
+/// path's `w`). It divides only when the answer is strictly between 0 and `w`.
 #[inline(always)]
-fn earliest_offset_in_u64(weight: u64, free: u64, w: u64) -> u64 {
+fn earliest_offset_in_u64(weight: u64, free: u64, w: u64) -> Option<u64> {
     let budget = free * w;
     if weight <= free {
         // `weight * w <= budget`: from the window's start (also for a weight of 0).
-        0
+        Some(0)
     } else if budget < weight {
         // `weight * (w - e) >= weight > budget` for every `e < w`.
-        w
+        None
     } else {
-        // `free < weight`, so `budget / weight < w`, and `weight > 0`.
-        w - budget / weight
+        // `free < weight <= budget`, so `budget / weight` is in `[1, w)`, and `weight > 0`.
+        Some(w - budget / weight)
     }
 }
