@@ -502,6 +502,8 @@ pub(super) fn classify(
         // Memory full under `noeviction`: an error reply redis-rs does not name (`Extension`),
         // told apart for the operators' alerts.
         ErrorKind::Extension if error.code() == Some("OOM") => Failure::OutOfMemory,
+        // The same before Redis 7.0, which wraps a script's error in an `ERR` of its own.
+        ErrorKind::Server(_) if is_script_out_of_memory(error) => Failure::OutOfMemory,
         // An error reply whose code redis-rs does not name (`BUSY`, `MISCONF`, `NOREPLICAS`...)
         // is `Extension`: Redis answered all the same.
         ErrorKind::Server(_) | ErrorKind::Extension => Failure::Server,
@@ -626,6 +628,17 @@ impl RedisLimiterBuilder {
     }
 }
 
+/// Whether `error` is the `OOM` of a script's first write as Redis before 7.0 answers it: an
+/// `ERR` reply that wraps the command's own error after a `-` (`ERR Error running script (call
+/// to f_...): @user_script:41: @user_script: 41: -OOM command not allowed when used memory >
+/// 'maxmemory'.`). Redis 7.0 and later answer the command's own code, `OOM`.
+fn is_script_out_of_memory(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("Error running script") && detail.contains(": -OOM "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,5 +698,25 @@ mod tests {
         );
         assert_eq!(error.kind(), ErrorKind::Extension);
         assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
+    }
+
+    /// Before Redis 7.0 a script's error reply does not keep the code of the command that
+    /// failed in it: the same `OOM` of a script's first write reaches the client wrapped in an
+    /// `ERR` (the reply below, as Redis 5 and 6 send it). It is memory all the same.
+    #[test]
+    fn out_of_memory_inside_a_script_before_redis_7_is_its_own_failure() {
+        let reply = b"-ERR Error running script (call to f_8f55ae4a3be429c6d38c5d5db3e80edf89197b64): \
+            @user_script:41: @user_script: 41: -OOM command not allowed when used memory > 'maxmemory'.\r\n";
+        let error = redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply");
+        assert_eq!(error.code(), Some("ERR"));
+        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
+        // Another script error stays a server error.
+        let reply = b"-ERR Error running script (call to f_8f): @user_script:3: -BUSYKEY Target key name already exists.\r\n";
+        let error = redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply");
+        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
     }
 }
