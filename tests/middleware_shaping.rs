@@ -741,3 +741,65 @@ async fn a_client_that_leaves_before_a_remote_answer_gives_its_slot_back() -> Re
     assert_eq!(next_delay("x"), Duration::from_secs(10));
     Ok(())
 }
+
+/// A limiter deciding elsewhere whose decision panics (a bug of its own).
+struct Panicking;
+
+impl RateLimiter<String> for Panicking {
+    async fn decide(
+        &self,
+        _key: &String,
+        _cost: u64,
+    ) -> Result<tollgate::Decision, tollgate::middleware::LimiterError> {
+        panic!("the limiter's own bug");
+    }
+
+    fn policy(&self) -> tollgate::middleware::Policy {
+        tollgate::middleware::AnnouncedPolicy::policy(
+            &LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
+        )
+    }
+
+    fn refund(&self, _key: String, _cost: u64, _origin: Origin) {}
+}
+
+thread_local! {
+    /// The panics of this thread (the tests below run on a current-thread runtime, whose tasks
+    /// run on the test's thread).
+    static PANICS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A limiter's decision that panics panics once: the response future dropped as that panic
+/// unwinds does not hand the decision to a task of its own, where polling it again would panic
+/// a second time (`async fn resumed after panicking`, in tollgate's code).
+#[tokio::test]
+async fn a_decision_that_panics_is_not_polled_again() -> Result<(), Error> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.with(|panics| panics.set(panics.get() + 1));
+        hook(info);
+    }));
+    let mut service = RateLimitLayer::new(Panicking, api_key()).layer(Hello);
+    std::future::poll_fn(|cx| Service::<Request<()>>::poll_ready(&mut service, cx)).await?;
+    let request = Request::get("/").header("x-api-key", "k").body(())?;
+    let mut answer = Box::pin(service.call(request));
+    let polled = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::future::Future::poll(answer.as_mut(), cx).is_pending()
+        })))
+    })
+    .await;
+    assert!(polled.is_err(), "the decision panicked");
+    drop(answer);
+    // Any task the drop started runs now.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let _ = std::panic::take_hook();
+    assert_eq!(
+        PANICS.with(std::cell::Cell::get),
+        1,
+        "panicked again after the decision's panic"
+    );
+    Ok(())
+}

@@ -63,16 +63,19 @@ impl<L: RateLimiter<X::Key> + 'static, X: KeyExtractor> Future for InFlight<L, X
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        // Polled again after the answer: never ready again, as futures may.
-        let Some(deciding) = this.deciding.as_mut() else {
+        // Polled again after the answer: never ready again, as futures may. Taken out while
+        // polled: a decision that panics is then dropped as the panic unwinds, never handed to
+        // a task by `Drop` (polled again, it would only panic again).
+        let Some(mut deciding) = this.deciding.take() else {
             return Poll::Pending;
         };
-        let decided = match deciding.as_mut().poll(cx) {
-            Poll::Ready(decided) => decided,
-            Poll::Pending => return Poll::Pending,
-        };
-        this.deciding = None;
-        Poll::Ready(decided)
+        match deciding.as_mut().poll(cx) {
+            Poll::Ready(decided) => Poll::Ready(decided),
+            Poll::Pending => {
+                this.deciding = Some(deciding);
+                Poll::Pending
+            }
+        }
     }
 }
 
