@@ -305,3 +305,65 @@ async fn a_reset_at_a_time_past_the_scripts_range_is_a_typed_error() {
         Err(RedisResetError::TimeOutOfRange { now: late })
     );
 }
+
+/// On the server's clock (the default), an idle state whose key Redis still holds answers
+/// `false`: the state of every algorithm, written as its script writes it, an hour old (a TAT,
+/// a window, a log entry long past), under a TTL that still runs. A reset that only asked
+/// whether there was a key (`DEL`), or whose peek on the server's clock failed (the script then
+/// answers whether it deleted anything), answers `true`: the test above cannot tell them apart,
+/// since a key just admitted is limited under every rule.
+#[tokio::test(flavor = "current_thread")]
+async fn on_the_servers_clock_an_idle_key_that_redis_still_holds_answers_false() {
+    let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
+    let pack = |numbers: &[i64]| numbers.iter().flat_map(|n| n.to_le_bytes()).collect::<Vec<u8>>();
+    let (window, hour_ago) = (3_600_000_000_i64, 1_700_000_000_000_000_i64);
+    for (index, (name, algorithm, _)) in hourly().into_iter().enumerate() {
+        let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
+            .deadline(Duration::from_secs(5))
+            .prefix(format!("idle-server{index}:"))
+            .connect()
+            .await
+            .unwrap();
+        let key = limiter.redis_key("k");
+        match name {
+            "token bucket" | "leaky bucket" => raw
+                .pset_ex::<_, _, ()>(&key, pack(&[hour_ago]), 3_600_000)
+                .await
+                .unwrap(),
+            "fixed window" => raw
+                .pset_ex::<_, _, ()>(&key, pack(&[hour_ago / window, 3, window]), 3_600_000)
+                .await
+                .unwrap(),
+            "sliding window" => raw
+                .pset_ex::<_, _, ()>(&key, pack(&[hour_ago / window, 3, 3, window]), 3_600_000)
+                .await
+                .unwrap(),
+            "sliding log" => {
+                // One record (time, units so far) and the trailer (before, total, newest).
+                let mut log = hour_ago.to_le_bytes().to_vec();
+                log.extend_from_slice(&1_u32.to_le_bytes());
+                log.extend_from_slice(&0_u32.to_le_bytes());
+                log.extend_from_slice(&1_u32.to_le_bytes());
+                log.extend_from_slice(&hour_ago.to_le_bytes());
+                raw.pset_ex::<_, _, ()>(&key, log, 3_600_000).await.unwrap();
+            }
+            _ => {
+                let _: u64 = raw.rpush(&key, hour_ago.to_string()).await.unwrap();
+                let _: bool = raw.pexpire(&key, 3_600_000).await.unwrap();
+            }
+        }
+        let peek = limiter.peek_n("k", limiter.capacity()).await.unwrap();
+        assert!(
+            peek.is_allowed(),
+            "{name}: the state decides as a fresh key's: {peek:?}"
+        );
+        assert_eq!(
+            limiter.reset("k").await,
+            Ok(false),
+            "{name}: idle, though Redis held it"
+        );
+        let exists: bool = raw.exists(&key).await.unwrap();
+        assert!(!exists, "{name}: deleted");
+    }
+}
