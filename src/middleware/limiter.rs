@@ -19,7 +19,10 @@ use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Time
 /// implementation (so one limiter can serve several layers, or a layer and a handler). A limiter
 /// that decides elsewhere (a remote store) returns a future that does its I/O, and a
 /// [`LimiterError`] when it cannot decide; the layer then applies its
-/// [`OnLimiterError`](super::OnLimiterError) policy.
+/// [`OnLimiterError`](super::OnLimiterError) policy. Such a future must finish by itself
+/// (bound its I/O with a deadline, as the Redis limiter does): when a client leaves before the
+/// answer, the layer lets the decision finish on a task of its own, so that a slot it took can
+/// be given back, and a decision that never finishes keeps that task forever.
 pub trait RateLimiter<K>: Send + Sync {
     /// Decides a request of weight `cost` for `key` now, and counts it if admitted.
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send;
