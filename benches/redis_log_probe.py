@@ -13,6 +13,18 @@ short warm-up. Prints calls per second, the share admitted and `usec_per_call` f
 `INFO commandstats` (server time per call, the commands a script runs included), and the best
 of the rounds. Compare an earlier script with, for example,
 `git show 8762c56:src/distributed/sliding_log.lua > /tmp/previous.lua`.
+
+    MIX=benchmark [RATE=130000] [KEYS=10000] python3 benches/redis_log_probe.py [ROUNDS] [SCRIPT.lua ...]
+
+reproduces instead the mix of `cargo bench --features redis --bench redis_speed` at 50 tasks
+(benches/redis_speed.rs; W and L are ignored): the log at 10 per 5 s with both keys the limiter
+passes (`tollgate:{IP}:log2`, and `tollgate:{IP}:log` as KEYS[2]), the seed's time argument
+moving with the clock's whole seconds, and at most RATE calls per second (default 130,000, about
+the benchmark's rate for these two rows), so that each of the 10,000 keys is asked as often as
+there: within the 2.2 s after `FLUSHALL`, 10 admissions per key then refusals, no record leaving
+its window. Prints the same lines; compare `calls/s` with RATE (a slower client, on a loaded
+machine, asks each key less often: then halve RATE and KEYS together, which keeps each key's
+rate) and `admitted` with the benchmark's mix (about 0.3 for the log).
 """
 
 import os
@@ -76,9 +88,35 @@ class Connection:
             raise RuntimeError(rest.decode())
         return rest.decode()
 
+    def admitted(self, n, signed=False):
+        """Reads `n` replies and counts those that admit (a packed reply whose first field is 1;
+        an integer 1, or with `signed` one >= 0, as tollgate's scripts reply); a faster path
+        than `reply` for 32-byte packed replies and integers, so that the client keeps up with
+        the benchmark's rate."""
+        count = 0
+        for _ in range(n):
+            buf = self.buf
+            if buf[:5] == b"$32\r\n" and len(buf) >= 39:
+                count += buf[5] == 1
+                self.buf = buf[39:]
+            elif buf[:1] == b":" and b"\r\n" in buf[:24]:
+                line, self.buf = buf.split(b"\r\n", 1)
+                count += line[1:2] != b"-" if signed else line == b":1"
+            else:
+                count += admits(self.reply(), signed)
+        return count
+
     def call(self, *args):
         self.sock.sendall(encode(*args))
         return self.reply()
+
+
+def admits(answer, signed=False):
+    """Whether a reply admits: a packed reply whose first field is 1; an integer 1 (the seed's
+    script), or with `signed` any integer >= 0 (tollgate's scripts: a refusal is negative)."""
+    if isinstance(answer, bytes):
+        return answer[0] == 1
+    return answer >= 0 if signed else answer == 1
 
 
 def seed_script():
@@ -114,25 +152,40 @@ def start_server():
     raise RuntimeError("redis-server did not answer")
 
 
-def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, prepare=None):
+def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, prepare=None, rate=None, signed=False):
     """Runs `source` for `seconds` (after a tenth of that to warm up), `batch` pipelined EVALSHA
     calls at a time, `request(sha, key)` for keys 0 to `keys - 1` in turn, after FLUSHALL and
-    `prepare(conn)` if given; prints and returns `usec_per_call`."""
+    `prepare(conn)` if given; prints and returns `usec_per_call`. With `rate` (calls per second),
+    sends no faster than that, rebuilds the requests at each new whole second of the clock (the
+    seed's time argument), and reads replies by the faster `Connection.admitted`. `signed`: an
+    integer reply admits if >= 0 (tollgate's scripts), not only if 1 (the seed's)."""
     conn = Connection(port)
     conn.call("FLUSHALL")
     if prepare is not None:
         prepare(conn)
     sha = conn.call("SCRIPT", "LOAD", source).decode()
+    built = int(time.time())
     requests = [request(sha, key) for key in range(keys)]
 
     def drive(duration):
+        nonlocal built, requests
         sent = admitted = 0
         start = time.time()
         while time.time() - start < duration:
+            if rate is not None:
+                now = time.time()
+                if int(now) != built:
+                    built = int(now)
+                    requests = [request(sha, key) for key in range(keys)]
+                ahead = sent / rate - (now - start)
+                if ahead > 0:
+                    time.sleep(ahead)
             conn.sock.sendall(b"".join(requests[(sent + j) % keys] for j in range(batch)))
-            for _ in range(batch):
-                answer = conn.reply()
-                admitted += answer[0] == 1 if isinstance(answer, bytes) else answer == 1
+            if rate is not None:
+                admitted += conn.admitted(batch, signed)
+            else:
+                for _ in range(batch):
+                    admitted += admits(conn.reply(), signed)
             sent += batch
         return sent, admitted, time.time() - start
 
@@ -153,8 +206,12 @@ def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, pre
 def main(args):
     rounds = int(args[0]) if args else 3
     scripts = args[1:] or [os.path.join(ROOT, "src", "distributed", "sliding_log.lua")]
-    window = int(os.environ.get("W", "5000000"))
-    limit = int(os.environ.get("L", "10"))
+    benchmark = os.environ.get("MIX") == "benchmark"
+    # The benchmark's mix: its quota (10/5s), its two keys per call, its rate.
+    window = 5_000_000 if benchmark else int(os.environ.get("W", "5000000"))
+    limit = 10 if benchmark else int(os.environ.get("L", "10"))
+    rate = float(os.environ.get("RATE", "130000")) if benchmark else None
+    keys = int(os.environ.get("KEYS", "10000")) if benchmark else 10_000
     packed = struct.pack("<qqq", 1, window, limit)  # cost 1, w, limit; the server's clock
     seed = seed_script()
 
@@ -163,17 +220,22 @@ def main(args):
         return encode("EVALSHA", sha, "1", f"seed:10.0.{key // 256}.{key % 256}", "10", now, "2")
 
     def log_request(sha, key):
+        if benchmark:
+            # As RedisLimiter calls it: the log's key and the other encoding's (KEYS[2]).
+            name = f"tollgate:{{10.0.{key // 256}.{key % 256}}}"
+            return encode("EVALSHA", sha, "2", f"{name}:log2", f"{name}:log", packed)
         return encode("EVALSHA", sha, "1", f"tollgate:{{10.0.{key // 256}.{key % 256}}}:probe", packed)
 
     server, port = start_server()
     try:
         best = {}
         for _ in range(rounds):
-            best.setdefault("seed", []).append(measure(port, seed, seed_request, "seed article's script"))
+            best.setdefault("seed", []).append(measure(port, seed, seed_request, "seed article's script", keys=keys, rate=rate))
             for path in scripts:
                 name = os.path.basename(path)
-                best.setdefault(name, []).append(measure(port, open(path).read(), log_request, name))
-        print(f"W={window} us, L={limit}; best usec_per_call of {rounds} rounds:")
+                best.setdefault(name, []).append(measure(port, open(path).read(), log_request, name, keys=keys, rate=rate, signed=True))
+        mix = f"the benchmark's mix, {keys} keys at {rate:.0f} calls/s" if benchmark else "one key per call"
+        print(f"W={window} us, L={limit}, {mix}; best usec_per_call of {rounds} rounds:")
         for name, values in best.items():
             print(f"  {name:28} {min(values):.2f}")
     finally:
