@@ -488,6 +488,39 @@ async fn redis_decides_as_the_local_limiters_at_extreme_times() {
     assert_eq!(compared, 17 * 3 * 300);
 }
 
+/// The packed log replies with one integer where its numbers fit one below 2^53, else with its
+/// packed string (`sliding_log.lua`, "Returns"); either way it decides as the local limiter. At
+/// 5 units per 2^51 µs: an admission decided 2 * 10^15 µs behind the newest record (a clock
+/// that went back: `(at - now) * 6` is past 2^53), a refusal there (its reset is past the
+/// window), an admission at the clock (one integer) and a refusal there (its retry times the
+/// window is past 2^53).
+#[tokio::test(flavor = "current_thread")]
+async fn a_log_replies_packed_where_its_numbers_do_not_fit_one_integer() {
+    const END: u64 = 1 << 52;
+    const BEHIND: u64 = END - 1 - 2_000_000_000_000_000;
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let quota = Quota::new(5, Duration::from_micros(1 << 51)).unwrap();
+    let (local, algorithm) = build(Kind::Log, quota);
+    let remote = client_time_limiter(&server, algorithm, &clock, "fit:").await;
+    let steps = [
+        (END - 1, 1, true),
+        (BEHIND, 1, true),
+        (BEHIND, 4, false),
+        (END - 1, 3, true),
+        (END - 1, 1, false),
+    ];
+    for (index, (at, weight, admitted)) in steps.into_iter().enumerate() {
+        let now = Timestamp::from_nanos(at * 1_000);
+        clock.set(now);
+        let decision = same_decision(&local, &remote, "k", (weight, now, false), || {
+            format!("step {index}: weight {weight} at {at} µs")
+        })
+        .await;
+        assert_eq!(decision.is_allowed(), admitted, "step {index}");
+    }
+}
+
 /// A packed log appends each admission in place and keeps records that left the window until
 /// `limit + min(limit, 16)` records would be stored, then rebuilds the string without them
 /// (`docs/distributed.md`, "Sliding log"): over many windows of distinct and repeated times,

@@ -174,7 +174,8 @@ impl RedisAlgorithm {
                     ("log", "log2")
                 };
                 other_suffix = Some(other);
-                (suffix, [window, a.limit()], Reader::Log)
+                let limit = a.limit();
+                (suffix, [window, limit], Reader::Log { window, limit })
             }
         };
         Ok(Program {
@@ -224,7 +225,7 @@ impl Reader {
         match self {
             Reader::TokenBucket(bucket) => Some(bucket.emission_interval()),
             Reader::LeakyBucket(shaper) => Some(shaper.emission_interval()),
-            Reader::FixedWindow { .. } | Reader::SlidingWindow(_) | Reader::Log => None,
+            Reader::FixedWindow { .. } | Reader::SlidingWindow(_) | Reader::Log { .. } => None,
         }
     }
 }
@@ -242,8 +243,12 @@ pub(crate) enum Reader {
         limit: u64,
     },
     SlidingWindow(SlidingWindow),
-    /// The log's script computes the whole decision.
-    Log,
+    /// The log's script computes the whole decision; its one-integer replies are read with
+    /// the window (µs) and the limit the script ran with.
+    Log {
+        window: u64,
+        limit: u64,
+    },
 }
 
 pub(crate) const GCRA_SCRIPT: &str = include_str!("gcra.lua");

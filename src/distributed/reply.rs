@@ -6,9 +6,10 @@
 //! only what must be atomic. The fixed window's numbers are two subtractions; the sliding log's
 //! script computes its whole decision.
 //!
-//! The buckets reply with one integer; the windows and the log with a string of packed
-//! little-endian `i64`s (`struct.pack('<i8...')` in Lua), which costs the server less than an
-//! array reply.
+//! The buckets reply with one integer; the windows with a string of packed little-endian
+//! `i64`s (`struct.pack('<i8...')` in Lua), which costs the server less than an array reply;
+//! the packed log with one integer where its numbers fit one below 2^53 (cheaper still than
+//! packing them), else with a packed string, as the list log always does.
 
 use redis::Value;
 
@@ -38,10 +39,11 @@ pub(crate) fn decision(reader: &Reader, reply: &Value, cost: u64) -> Option<Deci
             let [admitted, previous, current, start] = integers(bytes)?;
             sliding_window(window, admitted, previous, current, start, cost)
         }
-        (Reader::Log, Value::BulkString(bytes)) => {
+        (Reader::Log { .. }, Value::BulkString(bytes)) => {
             let [admitted, remaining, retry_after, reset_after] = integers(bytes)?;
             log(admitted, remaining, retry_after, reset_after)
         }
+        (Reader::Log { window, limit }, Value::Int(reply)) => log_integer(*window, *limit, *reply),
         _ => None,
     }
 }
@@ -65,7 +67,8 @@ pub(crate) fn idle(reader: &Reader, reply: &Value) -> Option<bool> {
             let [_, previous, current, _] = integers(bytes)?;
             Some(previous == 0 && current == 0)
         }
-        (Reader::Log, Value::BulkString(bytes)) => {
+        // Weight 0 is always packed by both log scripts (one integer is a weighted decision's).
+        (Reader::Log { .. }, Value::BulkString(bytes)) => {
             let [_, _, _, reset_after] = integers(bytes)?;
             Some(reset_after == 0)
         }
@@ -213,6 +216,32 @@ fn log(admitted: i64, remaining: i64, retry_after: i64, reset_after: i64) -> Opt
     }
 }
 
+/// The packed log's one-integer reply (`sliding_log.lua`, "Returns"), for a log of `limit` units
+/// per `window` µs: an admission is `(at - now) * (limit + 1) + remaining`, its reset
+/// `window + at - now`; a refusal is `-1 - ((retry_after * (window + 1) + reset_after) *
+/// (limit + 1) + remaining)`, with `reset_after <= window`. Digits in mixed radix: every
+/// admission reads as one, and a refusal whose retry is past its reset (never sent) is refused.
+fn log_integer(window: u64, limit: u64, reply: i64) -> Option<Decision> {
+    let radix = limit.checked_add(1)?;
+    match u64::try_from(reply) {
+        Ok(admitted) => {
+            let reset_after = window.checked_add(admitted / radix)?.checked_mul(MICROS)?;
+            Some(Decision::allowed(admitted % radix, reset_after, 0))
+        }
+        Err(_) => {
+            // `-1 - reply` is at most `i64::MAX`, even for `i64::MIN`: no overflow.
+            let refused = u64::try_from(-1 - reply).ok()?;
+            let times = refused / radix;
+            let window_radix = window.checked_add(1)?;
+            let reset_after = (times % window_radix).checked_mul(MICROS)?;
+            let retry_after = (times / window_radix).checked_mul(MICROS)?;
+            // A refusal counts units in the window, so its blocking unit leaves by the reset.
+            (retry_after <= reset_after && reset_after > 0)
+                .then(|| Decision::denied(refused % radix, retry_after, reset_after))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +343,43 @@ mod tests {
         assert_eq!(sliding_window(&window, 0, 80, 30, -15_000_000, 1), None);
     }
 
+    /// A packed log of 10 units per minute, as `Reader` for replies.
+    const LOG: Reader = Reader::Log {
+        window: 60_000_000,
+        limit: 10,
+    };
+
+    #[test]
+    fn log_integer_replies_read_as_their_packed_twins() {
+        let (window, limit) = (5_000_000, 10);
+        let reader = Reader::Log { window, limit };
+        let read = |reply: i64| decision(&reader, &Value::Int(reply), 1);
+        // Admitted at `now` with 7 units left: the reset is the window.
+        assert_eq!(read(7), decision(&reader, &packed(&[1, 7, 0, 5_000_000]), 1));
+        assert_eq!(read(7).map(|d| d.reset_after()), Some(Duration::from_secs(5)));
+        // Admitted 3 µs past the clock (it went back), 2 units left.
+        assert_eq!(
+            read(3 * 11 + 2),
+            decision(&reader, &packed(&[1, 2, 0, 5_000_003]), 1)
+        );
+        // Refused: passes in 1.2 s, resets in 4.999 s, none left; and 10 left (all digits
+        // at their largest but the retry).
+        let refused = -1 - ((1_200_000 * 5_000_001 + 4_999_000) * 11);
+        assert_eq!(
+            read(refused),
+            decision(&reader, &packed(&[0, 0, 1_200_000, 4_999_000]), 1)
+        );
+        let full = -1 - ((4_000_000 * 5_000_001 + 5_000_000) * 11 + 10);
+        assert_eq!(
+            read(full),
+            decision(&reader, &packed(&[0, 10, 4_000_000, 5_000_000]), 1)
+        );
+        assert!(!read(full).unwrap().is_allowed());
+        // A retry past the reset, or a refusal with nothing to reset: never sent.
+        assert_eq!(read(-1 - ((2 * 5_000_001 + 1) * 11)), None);
+        assert_eq!(read(-1), None);
+    }
+
     /// A reply packed as the scripts pack it: little-endian `i64`s.
     fn packed(numbers: &[i64]) -> Value {
         Value::BulkString(numbers.iter().flat_map(|n| n.to_le_bytes()).collect())
@@ -323,19 +389,19 @@ mod tests {
     fn malformed_replies_are_refused() {
         let reader = Reader::TokenBucket(bucket());
         assert_eq!(decision(&reader, &Value::Nil, 1), None);
-        assert_eq!(decision(&Reader::Log, &packed(&[1]), 1), None);
-        assert_eq!(decision(&Reader::Log, &packed(&[2; 4]), 1), None);
+        assert_eq!(decision(&LOG, &packed(&[1]), 1), None);
+        assert_eq!(decision(&LOG, &packed(&[2; 4]), 1), None);
         // One byte short, one byte too many, or the integers as an array: not a reply of ours.
         let Value::BulkString(mut bytes) = packed(&[0, 0, 7, 9]) else {
             unreachable!()
         };
         bytes.push(0);
-        assert_eq!(decision(&Reader::Log, &Value::BulkString(bytes.clone()), 1), None);
+        assert_eq!(decision(&LOG, &Value::BulkString(bytes.clone()), 1), None);
         bytes.truncate(31);
-        assert_eq!(decision(&Reader::Log, &Value::BulkString(bytes), 1), None);
+        assert_eq!(decision(&LOG, &Value::BulkString(bytes), 1), None);
         let array = Value::Array([0, 0, 7, 9].map(Value::Int).to_vec());
-        assert_eq!(decision(&Reader::Log, &array, 1), None);
-        let log = decision(&Reader::Log, &packed(&[0, 0, 7, 9]), 1);
+        assert_eq!(decision(&LOG, &array, 1), None);
+        let log = decision(&LOG, &packed(&[0, 0, 7, 9]), 1);
         assert_eq!(log.map(|d| d.retry_after()), Some(Duration::from_micros(7)));
     }
 
@@ -347,7 +413,10 @@ mod tests {
             Reader::LeakyBucket(LeakyBucket::new("10/s burst 3".parse().unwrap()).unwrap()),
             Reader::FixedWindow { limit: 5 },
             Reader::SlidingWindow(SlidingWindow::new("100/min".parse().unwrap()).unwrap()),
-            Reader::Log,
+            Reader::Log {
+                window: 60_000_000,
+                limit: 10,
+            },
         ];
         for reader in &readers {
             for &a in &extremes {

@@ -23,8 +23,14 @@
 --          time (without it, the server's TIME): one packed argument costs the server less
 --          than four numbers to parse.
 -- ARGV[2]  present: a peek, decide without writing.
--- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining, retry_after_us,
---          reset_after_us.
+-- Returns  one integer where it fits below 2^53 (an integer reply costs the server about
+--          0.2 us less than packing four): an admission of weight > 0 is
+--          `(at - now) * (limit + 1) + remaining` (>= 0; reset_after_us is `w + at - now`), a
+--          refusal whose reset_after_us is at most w is
+--          `-1 - ((retry_after_us * (w + 1) + reset_after_us) * (limit + 1) + remaining)`.
+--          Otherwise (weight 0, a refusal past the clock, numbers too large, the other
+--          encoding's key) 32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining,
+--          retry_after_us, reset_after_us.
 local cost, w, limit, now
 if #ARGV[1] == 32 then
   cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
@@ -194,20 +200,27 @@ if cost <= remaining then
     local count = (total + cost) % wrap
     -- Offsets and the TTL go as text made with '%d' (cheaper than number arguments: gcra.lua).
     local ttl = string.format('%d', math.ceil((at + w - now) / 1000))
-    if newest == at then
-      redis.call('SETRANGE', key, string.format('%d', #log - 20), struct.pack('<I4I4I4i8', count, before, count, at))
-    elseif not log then
+    if not log then
       redis.call('PSETEX', key, ttl, struct.pack('<i8I4I4I4i8', at, count, 0, count, at))
-      return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
-    elseif records < limit + math.min(limit, 16) then
-      redis.call('SETRANGE', key, string.format('%d', #log - 16), struct.pack('<i8I4I4I4i8', at, count, before, count, at))
-    else
+    elseif newest ~= at and records >= limit + math.min(limit, 16) then
       redis.call('PSETEX', key, ttl, string.sub(log, 12 * expired + 1, -17)
         .. struct.pack('<i8I4I4I4i8', at, count, base, count, at))
-      return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
+    else
+      if newest == at then
+        redis.call('SETRANGE', key, string.format('%d', #log - 20), struct.pack('<I4I4I4i8', count, before, count, at))
+      else
+        redis.call('SETRANGE', key, string.format('%d', #log - 16), struct.pack('<i8I4I4I4i8', at, count, before, count, at))
+      end
+      -- The key expires when its newest record leaves the window: it is then empty, as a fresh
+      -- key.
+      redis.call('PEXPIRE', key, ttl)
     end
-    -- The key expires when its newest record leaves the window: it is then empty, as a fresh key.
-    redis.call('PEXPIRE', key, ttl)
+  end
+  -- `at - now` and the remaining units in one integer (the header's "Returns"): exact below
+  -- 2^53, which a product that overflows cannot fall back under.
+  local reply = (at - now) * (limit + 1) + remaining - cost
+  if reply < 9007199254740992 then
+    return reply
   end
   return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
 end
@@ -241,5 +254,13 @@ end
 leaves = leaves + w - now
 if leaves < 0 then
   leaves = 0
+end
+-- The three numbers in one integer (the header's "Returns") when decided at `now` (else
+-- `reset > w`): `reset` and `remaining` are then digits below `w + 1` and `limit + 1`.
+if reset <= w then
+  local reply = (leaves * (w + 1) + reset) * (limit + 1) + remaining
+  if reply < 9007199254740992 then
+    return -1 - reply
+  end
 end
 return struct.pack('<i8i8i8i8', 0, remaining, leaves, reset)
