@@ -129,6 +129,7 @@ end
 -- `at`: a clock that went back decides at the newest record's time, as if it had stood still
 -- there: it never admits more, and the records stay in time order.
 local at, records, expired, base, total, newest, oldest, first = now, 0, 0, 0, 0, nil, nil, nil
+local inside_time, inside_count
 -- `before`: the count before the first record (the trailer's), `base` the count before the
 -- first record still in the window.
 local before = 0
@@ -148,33 +149,36 @@ if log then
     at = newest
   end
   -- Records at or before `at - w` have left the window: a prefix, usually short, found by
-  -- galloping from the oldest record then bisecting.
+  -- galloping from the oldest record then bisecting. Each read takes a record's time and count,
+  -- so that the first record in the window (`inside_time`, `inside_count`: record
+  -- `expired + 1`, where the refusal's search below starts) and `base` need no read of their
+  -- own.
   local cutoff = at - w
+  inside_time, inside_count = oldest, first
   if newest <= cutoff then
     expired, base = records, total
   elseif oldest <= cutoff then
-    -- Record `low` has left the window, record `high` has not.
+    -- Record `low` has left the window (`base`: its count), record `high` has not.
     local low, high, step = 1, records, 1
-    while low + step < high and read('<i8', log, 12 * (low + step) - 11) <= cutoff do
-      low, step = low + step, step * 2
-    end
-    if low + step < high then
-      high = low + step
+    base, inside_time, inside_count = first, newest, total
+    while low + step < high do
+      local time, count = read('<i8I4', log, 12 * (low + step) - 11)
+      if time > cutoff then
+        high, inside_time, inside_count = low + step, time, count
+        break
+      end
+      low, base, step = low + step, count, step * 2
     end
     while high - low > 1 do
       local middle = math.floor((low + high) / 2)
-      if read('<i8', log, 12 * middle - 11) <= cutoff then
-        low = middle
+      local time, count = read('<i8I4', log, 12 * middle - 11)
+      if time <= cutoff then
+        low, base = middle, count
       else
-        high = middle
+        high, inside_time, inside_count = middle, time, count
       end
     end
     expired = low
-    if low == 1 then
-      base = first
-    else
-      base = read('<I4', log, 12 * low - 3)
-    end
   end
 end
 local inside = (total - base) % wrap
@@ -231,8 +235,13 @@ end
 -- (the newest: all of them), and `leaves` is when record `high` leaves the window.
 local blocking = inside + cost - limit
 local low, high, step, leaves = expired, records, 1, newest
-if expired == 0 and (first - base) % wrap >= blocking then
-  high, leaves = 1, oldest
+if expired < records then
+  -- Record `expired + 1`, read already.
+  if (inside_count - base) % wrap >= blocking then
+    high, leaves = expired + 1, inside_time
+  else
+    low, step = expired + 1, 2
+  end
 end
 while low + step < high do
   local time, count = read('<i8I4', log, 12 * (low + step) - 11)
