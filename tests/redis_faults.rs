@@ -727,17 +727,32 @@ async fn a_rolling_window_change_loses_the_longer_windows_units_at_most_once() {
     }
 }
 
-/// Admits 256 units for key `k` through `packed` (a packed log of limit 256 a minute) at the start
-/// of each of `minutes` minutes, moving `clock` one minute after each.
-async fn fill_packed_log(packed: &RedisLimiter, clock: &ManualClock, minutes: u32) {
-    for minute in 0..minutes {
-        let answer = packed.check_n("k", 256).await.unwrap();
-        assert!(
-            answer.is_allowed() && answer.decided_by == DecidedBy::Redis,
-            "{minute}: {answer:?}"
-        );
-        clock.advance(Duration::from_secs(60));
+/// Writes for key `k` of `packed` (a packed log of limit 256 a minute) the log that admitting 256
+/// units at the start of each of `minutes` minutes left under the previous version's rule, which
+/// kept records that left the window until `limit + min(limit, 16)` = 272 were stored (this
+/// version drops them at the first admission that adds a record after one left, so only an
+/// instance of the previous version, in a fleet that mixes both, writes such a log): one record
+/// of 256 units per minute, then the trailer (`sliding_log.lua`). Moves `clock` one minute past
+/// the last record, as admitting them would.
+async fn fill_packed_log(
+    raw: &mut redis::aio::MultiplexedConnection,
+    packed: &RedisLimiter,
+    clock: &ManualClock,
+    minutes: u32,
+) {
+    use tollgate::Clock;
+    let start = clock.now().as_nanos() / 1_000;
+    let mut log = Vec::new();
+    for minute in 0..u64::from(minutes) {
+        log.extend((start + minute * 60_000_000).to_le_bytes());
+        log.extend(((minute as u32 + 1) * 256).to_le_bytes());
     }
+    let newest = start + (u64::from(minutes) - 1) * 60_000_000;
+    log.extend(0u32.to_le_bytes());
+    log.extend((minutes * 256).to_le_bytes());
+    log.extend(newest.to_le_bytes());
+    let _: () = raw.set(packed.redis_key("k"), log).await.unwrap();
+    clock.advance(Duration::from_secs(60 * u64::from(minutes)));
 }
 
 /// Two Redis Cluster nodes, each holding half of the slots, that know each other.
@@ -866,8 +881,9 @@ async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
     assert_eq!(admitted_of(&packed, "raised", 10).await, 0);
 }
 
-/// A packed log (limit <= 256) keeps records that left its own window until it is rewritten, so
-/// a list quota with a longer window can find more than 256 of its units in its window. Moving
+/// A packed log (limit <= 256) keeps records that left its own window until it is rewritten (by
+/// the previous version's rule, up to 272 of them), so a list quota with a longer window can
+/// find more than 256 of its units in its window. Moving
 /// 10240 of them into the list once failed (one `RPUSH` of all of them: Lua's `unpack` takes
 /// about 8000 values at most; the script's error fell to the failure policy).
 #[tokio::test(flavor = "current_thread")]
@@ -878,7 +894,7 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let packed = client_time_limiter(&server, log("256/min"), &clock, "move:").await;
     let list = client_time_limiter(&server, log("20000/h"), &clock, "move:").await;
-    fill_packed_log(&packed, &clock, 40).await;
+    fill_packed_log(&mut raw, &packed, &clock, 40).await;
     // 40 * 256 = 10240 units in the last hour: one more is admitted, and all of them move.
     let answer = list.check("k").await.unwrap();
     assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
@@ -900,11 +916,12 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
     let server = RedisServer::start();
+    let mut raw = raw_connection(&server).await;
     let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let packed = client_time_limiter(&server, log("256/min"), &clock, "big:").await;
     let list = client_time_limiter(&server, log("65536/5h"), &clock, "big:").await;
-    fill_packed_log(&packed, &clock, 270).await;
+    fill_packed_log(&mut raw, &packed, &clock, 270).await;
     let answer = list.check("k").await.unwrap();
     assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
     assert!(!answer.is_allowed());
