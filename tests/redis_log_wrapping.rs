@@ -1,5 +1,5 @@
-//! Review (s11b) of the packed log's integer reply, its window search and its rewrite: edges
-//! the existing tests do not reach. Every decision is compared with the local `LogLimiter`.
+//! The packed Redis log's integer reply, its window search and its rewrite, at edges the other
+//! Redis log tests do not reach. Every decision is compared with the local `LogLimiter`.
 //!
 //! - Counts modulo 2^32: every log the tests build counts from 0, so no test ever reads a log
 //!   whose counts wrap. Here the Redis log's counts are shifted (every record's count and the

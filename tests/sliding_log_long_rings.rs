@@ -1,4 +1,4 @@
-//! Review (s11b) of the ring's count of expired entries (`src/sliding_log/ring.rs`) on long
+//! The ring's count of expired entries (`src/sliding_log/ring.rs`) on long
 //! rings: the ring's own proptest has at most 8 entries and the limiter proptests limits up to
 //! 20, so the gallop from `expired` never crosses more than a few entries. Here limits up to 400,
 //! traces of up to 400 requests mostly a small step apart (so hundreds of entries leave the
