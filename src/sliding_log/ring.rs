@@ -19,7 +19,7 @@
 use std::collections::TryReserveError;
 
 /// The timestamps (ns since the UNIX epoch) of the newest admitted units, at most `capacity`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Ring {
     /// Grows by `push` up to `capacity` (never beyond: its allocation is exactly that), then is
     /// overwritten in place.
