@@ -33,10 +33,13 @@ pub enum ForwardedHeader {
 ///    peer proxy itself saw and appended, which the client cannot write. With no entry at all,
 ///    the peer is.
 ///
-/// The header is read in place, from the right (the last line first), and only as far as the
-/// walk goes: nothing is copied or allocated, whatever the client wrote to the left (but for a
-/// walk more than 8 entries deep into one `Forwarded` line with quoted values, which splits the
-/// rest of that line once, so that its cost stays linear).
+/// The header is read in place, from the right (the last line first), and its entries are
+/// parsed only as far as the walk goes: nothing is copied or allocated, whatever the client
+/// wrote to the left. A `Forwarded` line with quoted values is the exception in cost, not in
+/// result: only a scan from its start knows where its quotes put an entry's bounds, so each step
+/// of the walk into it scans the line from its start, and a walk more than 8 entries deep
+/// (empty entries count) splits the rest of that line once, into a vector, so that its cost
+/// stays linear.
 ///
 /// So the key is always an address written by a trusted proxy (or the peer itself), never one
 /// a client wrote: the entries to the left of the right-most untrusted one, or of the
