@@ -1,6 +1,7 @@
 //! The client's IP behind trusted reverse proxies.
 
 use std::net::IpAddr;
+use std::num::NonZeroUsize;
 
 use http::request::Parts;
 
@@ -74,6 +75,9 @@ pub enum ForwardedHeader {
 pub struct ClientIp {
     trusted: Vec<IpRange>,
     header: ForwardedHeader,
+    /// `Some(n)`: the client is the `n`-th entry from the right ([`ClientIp::hops`]), not the
+    /// first untrusted one.
+    hops: Option<NonZeroUsize>,
 }
 
 impl ClientIp {
@@ -82,12 +86,45 @@ impl ClientIp {
         ClientIp {
             trusted: trusted.into_iter().collect(),
             header: ForwardedHeader::default(),
+            hops: None,
         }
     }
 
     /// Reads `header` instead.
     pub fn header(self, header: ForwardedHeader) -> ClientIp {
         ClientIp { header, ..self }
+    }
+
+    /// Counts proxies instead of recognizing them: behind exactly `n` reverse proxies that each
+    /// append to the header (the peer, which must still be in a trusted range, is the last of
+    /// them), the client is the `n`-th entry from the right, whatever its address. For networks
+    /// where clients share address ranges with the proxies, so that the trusted ranges cannot
+    /// hold the proxies alone (a cloud load balancer whose addresses change within the
+    /// network's range). With `n = 2` (a CDN, then a load balancer), `X-Forwarded-For: spoofed,
+    /// 203.0.113.9, 198.51.100.4` keys the request by `203.0.113.9`, the address the CDN saw.
+    ///
+    /// The count must be exact, and clients must reach nothing but the first proxy: one that
+    /// could send its request to an inner proxy could write the entry that proxy then reads as
+    /// the client. A request whose header holds fewer than `n` entries did not come through
+    /// every proxy: [`KeyError::TooFewForwarded`] (the layer's
+    /// [`MissingKey`](super::MissingKey) behaviour, a 400 by default); an entry at the `n`-th
+    /// place that is not an address is [`KeyError::MalformedForwarded`]. A peer outside the
+    /// trusted ranges is the client, as without `hops`.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::middleware::ClientIp;
+    ///
+    /// // A CDN, then a load balancer in 10.0.0.0/8 (the peer): two appending proxies.
+    /// let behind_two = ClientIp::new(["10.0.0.0/8".parse()?]).hops(NonZeroUsize::new(2).unwrap());
+    /// # let _ = behind_two;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hops(self, n: NonZeroUsize) -> ClientIp {
+        ClientIp {
+            hops: Some(n),
+            ..self
+        }
     }
 
     /// The trusted proxies.
@@ -104,9 +141,15 @@ impl ClientIp {
         if !self.is_trusted(peer) {
             return Ok(peer);
         }
-        match self.header {
-            ForwardedHeader::XForwardedFor => self.walk(peer, forwarded::x_forwarded_for(&request.headers)),
-            ForwardedHeader::Forwarded => self.walk(peer, forwarded::forwarded(&request.headers)),
+        match (self.header, self.hops) {
+            (ForwardedHeader::XForwardedFor, None) => {
+                self.walk(peer, forwarded::x_forwarded_for(&request.headers))
+            }
+            (ForwardedHeader::Forwarded, None) => self.walk(peer, forwarded::forwarded(&request.headers)),
+            (ForwardedHeader::XForwardedFor, Some(n)) => {
+                counted(n, forwarded::x_forwarded_for(&request.headers))
+            }
+            (ForwardedHeader::Forwarded, Some(n)) => counted(n, forwarded::forwarded(&request.headers)),
         }
     }
 
@@ -131,6 +174,17 @@ impl ClientIp {
         // was appended by the peer, which is trusted; anything to its left may have been
         // written by a client inside a trusted range.
         Ok(rightmost.unwrap_or(peer))
+    }
+}
+
+/// The `n`-th of `hops`, read right to left ([`ClientIp::hops`]).
+fn counted<'a>(n: NonZeroUsize, mut hops: impl Iterator<Item = Hop<'a>>) -> Result<IpAddr, KeyError> {
+    match hops.nth(n.get() - 1) {
+        Some(Hop::Ip(address)) => Ok(address),
+        Some(Hop::Unreadable(entry)) => Err(KeyError::MalformedForwarded {
+            entry: entry.to_owned(),
+        }),
+        None => Err(KeyError::TooFewForwarded { hops: n.get() }),
     }
 }
 
@@ -210,6 +264,64 @@ mod tests {
             client(&proxies, "10.0.0.2", (xff, "garbage, 203.0.113.7"))?,
             "203.0.113.7"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn hops_count_the_proxies_instead_of_recognizing_them() -> Result<(), Box<dyn std::error::Error>> {
+        let two = NonZeroUsize::new(2).unwrap();
+        // Clients and proxies share 10.0.0.0/8: the walk would go past a client there.
+        let counted = ClientIp::new(["10.0.0.0/8".parse()?]).hops(two);
+        let xff = "x-forwarded-for";
+        // The CDN appended the client, the load balancer (the peer) the CDN's node.
+        assert_eq!(
+            client(&counted, "10.0.0.2", (xff, "6.6.6.6, 10.1.2.3, 198.51.100.4"))?,
+            "10.1.2.3"
+        );
+        let walked = ClientIp::new(["10.0.0.0/8".parse()?, "198.51.100.4".parse()?]);
+        assert_eq!(
+            client(&walked, "10.0.0.2", (xff, "6.6.6.6, 10.1.2.3, 198.51.100.4"))?,
+            "6.6.6.6",
+            "the walk skips a client in a trusted range, to what it wrote"
+        );
+        // Across header lines, the last line's last entry first.
+        let mut request = request("10.0.0.2", (xff, "6.6.6.6, 10.1.2.3"));
+        request.headers.append(xff, "198.51.100.4".parse()?);
+        assert_eq!(counted.extract(&request)?.to_string(), "10.1.2.3");
+        // One proxy: the right-most entry, whatever it is.
+        let one = ClientIp::new(["10.0.0.0/8".parse()?]).hops(NonZeroUsize::MIN);
+        assert_eq!(client(&one, "10.0.0.2", (xff, "6.6.6.6, 10.9.9.9"))?, "10.9.9.9");
+        // Fewer entries than proxies: the request did not come through all of them.
+        assert_eq!(
+            client(&counted, "10.0.0.2", (xff, "198.51.100.4")),
+            Err(KeyError::TooFewForwarded { hops: 2 })
+        );
+        assert!(KeyError::TooFewForwarded { hops: 2 }.is_client_error());
+        // The entry at the counted place must be an address; one further left is never read.
+        assert_eq!(
+            client(&counted, "10.0.0.2", (xff, "unknown, 198.51.100.4")),
+            Err(KeyError::MalformedForwarded {
+                entry: "unknown".into()
+            })
+        );
+        assert_eq!(
+            client(&counted, "10.0.0.2", (xff, "garbage, 10.1.2.3, 198.51.100.4"))?,
+            "10.1.2.3"
+        );
+        // A peer outside the trusted ranges is the client, as without hops.
+        assert_eq!(
+            client(&counted, "203.0.113.9", (xff, "6.6.6.6, 10.1.2.3"))?,
+            "203.0.113.9"
+        );
+        // The same count on `Forwarded`.
+        let forwarded = ClientIp::new(["10.0.0.0/8".parse()?])
+            .header(ForwardedHeader::Forwarded)
+            .hops(two);
+        let header = (
+            "forwarded",
+            r#"for=6.6.6.6, for="[2001:db8::5]:1234", for=198.51.100.4"#,
+        );
+        assert_eq!(client(&forwarded, "10.0.0.2", header)?, "2001:db8::5");
         Ok(())
     }
 

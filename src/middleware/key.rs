@@ -48,6 +48,14 @@ pub enum KeyError {
         /// The entry that could not be read.
         entry: String,
     },
+    /// The forwarding header holds fewer entries than the proxies a
+    /// [`ClientIp::hops`](super::ClientIp::hops) counts: the request did not come through every
+    /// one of them (the request's fault: proxies only ever add entries, and a client must not
+    /// be able to make the server answer 5xx at will by leaving them out).
+    TooFewForwarded {
+        /// The proxies counted, each of which appends one entry.
+        hops: usize,
+    },
     /// A custom extractor's reason, the request's fault: the client is told this text.
     Other(String),
     /// A custom extractor's reason, the server's fault (what it reads was never put in the
@@ -65,6 +73,7 @@ impl KeyError {
             KeyError::MissingHeader(_)
             | KeyError::InvalidHeader(_)
             | KeyError::MalformedForwarded { .. }
+            | KeyError::TooFewForwarded { .. }
             | KeyError::Other(_) => true,
             KeyError::MissingPeerAddr | KeyError::Misconfigured(_) => false,
         }
@@ -76,7 +85,7 @@ impl KeyError {
         match self {
             KeyError::MissingHeader(name) => format!("the request has no `{name}` header"),
             KeyError::InvalidHeader(_) => self.to_string(),
-            KeyError::MalformedForwarded { .. } => {
+            KeyError::MalformedForwarded { .. } | KeyError::TooFewForwarded { .. } => {
                 "the request's forwarding header cannot be read".to_owned()
             }
             KeyError::Other(reason) => reason.clone(),
@@ -108,6 +117,10 @@ impl fmt::Display for KeyError {
             KeyError::MalformedForwarded { entry } => write!(
                 f,
                 "`{entry}`, written by a trusted proxy in the forwarding header, is not an IP address"
+            ),
+            KeyError::TooFewForwarded { hops } => write!(
+                f,
+                "the forwarding header holds fewer than the {hops} entries the proxies in front append: the request did not come through all of them"
             ),
             KeyError::Other(reason) | KeyError::Misconfigured(reason) => f.write_str(reason),
         }
