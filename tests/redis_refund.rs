@@ -406,15 +406,13 @@ mod layer {
             .unwrap_or_else(|_| panic!("the queue never became {wanted:?}"));
     }
 
-    #[tokio::test]
-    async fn an_abandoned_shaped_request_gives_its_slot_back_to_the_fleet() {
-        let server = RedisServer::start();
-        // A slot every 10 s, one at once and one waiting, on a client clock that stands still:
-        // the state in Redis only changes when the layer decides or refunds.
-        let limiter = Arc::new(
+    /// A Redis shaper of `quota`, failing closed, on a client clock that stands still: the state
+    /// in Redis only changes when the layer decides or refunds.
+    async fn fleet_shaper(server: &RedisServer, quota: &str) -> Arc<RedisLimiter> {
+        Arc::new(
             RedisLimiter::builder(
                 server.url(),
-                LeakyBucket::new("1/10s burst 2".parse().unwrap()).unwrap(),
+                LeakyBucket::new(quota.parse().unwrap()).unwrap(),
                 FailurePolicy::FailClosed {
                     retry_after: Duration::from_secs(1),
                 },
@@ -424,7 +422,15 @@ mod layer {
             .connect()
             .await
             .unwrap(),
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_shaped_request_gives_its_slot_back_to_the_fleet() {
+        let server = RedisServer::start();
+        // A slot every 10 s, one at once and one waiting, on a client clock that stands still:
+        // the state in Redis only changes when the layer decides or refunds.
+        let limiter = fleet_shaper(&server, "1/10s burst 2").await;
         let layer = RateLimitLayer::new(
             Arc::clone(&limiter),
             HeaderKey::new(HeaderName::from_static("x-api-key")),
@@ -465,20 +471,7 @@ mod layer {
     #[tokio::test]
     async fn a_request_abandoned_before_the_fleets_answer_gives_its_slot_back() {
         let server = RedisServer::start();
-        let limiter = Arc::new(
-            RedisLimiter::builder(
-                server.url(),
-                LeakyBucket::new("1/10s burst 3".parse().unwrap()).unwrap(),
-                FailurePolicy::FailClosed {
-                    retry_after: Duration::from_secs(1),
-                },
-            )
-            .client_time(ManualClock::starting_at(Timestamp::from_secs(1_800_000_000)))
-            .deadline(Duration::from_secs(5))
-            .connect()
-            .await
-            .unwrap(),
-        );
+        let limiter = fleet_shaper(&server, "1/10s burst 3").await;
         let mut service = RateLimitLayer::new(
             Arc::clone(&limiter),
             HeaderKey::new(HeaderName::from_static("x-api-key")),
