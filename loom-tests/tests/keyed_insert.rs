@@ -33,6 +33,20 @@ const PROMOTE_UNSETTLED: Faults = Faults {
     ..Faults::NONE
 };
 
+/// The broken twin: a new key whose scan chose an empty slot becomes a member there at once even
+/// past a used home (the reach raised first), as it does only at an empty home.
+const INSERT_AT_ANY_EMPTY: Faults = Faults {
+    insert_at_any_empty: true,
+    ..Faults::NONE
+};
+
+/// The broken twin: a slot is taken by a plain store after reading it free, not by CAS (at an
+/// empty home, by the insert that needs no claim).
+const CLAIM_BY_STORE: Faults = Faults {
+    claim_by_store: true,
+    ..Faults::NONE
+};
+
 /// `F` and `K`, both homed at slot 0 (so `K`'s chain is `F`'s slot, then the empty slot 1).
 fn keys() -> (u64, u64) {
     let placement = Placement::for_capacity(CAPACITY);
@@ -106,6 +120,66 @@ fn two_inserts_promote_unsettled_twin_is_rejected() -> Result<(), Box<dyn std::e
 #[test]
 fn two_inserts_claim_out_of_reach_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
     model(&[500, 1000])?.assert_rejected(CLAIM_OUT_OF_REACH);
+    Ok(())
+}
+
+/// Its broken twin inserts without a claim past a used home: loom finds the execution where the
+/// 1 s thread claims `F`'s idle slot and settles before the 0.5 s thread, which read `F` busy,
+/// stores `K`'s member in the empty slot 1: `K` has two members and is admitted twice. (The
+/// shipped table inserts without a claim only at an empty home, where no other claim of the key
+/// can exist: `Shard::insert_at_empty_home`.)
+#[test]
+fn two_inserts_insert_at_any_empty_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    model(&[500, 1000])?.assert_rejected(INSERT_AT_ANY_EMPTY);
+    Ok(())
+}
+
+/// Threads that each ask for `K` at `at` (milliseconds) in an empty table of two slots, then `K`
+/// is asked again at 0.5 s. Every thread reads `K`'s home empty and inserts it without a claim,
+/// racing the others' CASes from `Empty`. Invariant: `K` is admitted exactly once (quota 1 per
+/// second, burst 1: a second request before 1 s is refused), never `TableFull`, and ends with
+/// exactly one entry: asked again at 0.5 s, it is denied.
+fn empty_home_model(at: &[u64]) -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {
+    let (_, k) = keys();
+    let mut model = KeyedModel::new(TokenBucket::new(Quota::per_second(1)?)?, CAPACITY)
+        .after(&[KeyedRequest::at(k, ms(500))]);
+    for &millis in at {
+        model = model.thread(&[KeyedRequest::at(k, ms(millis))]);
+    }
+    let allowed = model.allowed_outcomes();
+    assert!(!allowed.is_empty());
+    for outcome in &allowed {
+        assert_eq!(outcome.admitted(k), 1, "{outcome:#?}");
+        assert!(outcome
+            .outcomes(k)
+            .iter()
+            .all(|o| matches!(o, Outcome::Allowed | Outcome::Denied)));
+        assert_eq!(outcome.len, 1, "{outcome:#?}");
+        assert_eq!(outcome.after_outcomes(), [Outcome::Denied], "{outcome:#?}");
+    }
+    Ok(model)
+}
+
+/// Two threads insert `K` at its empty home at the same instant: one entry, one admission.
+#[test]
+fn two_inserts_at_an_empty_home_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    empty_home_model(&[0, 0])?.check();
+    Ok(())
+}
+
+/// Its broken twin takes the empty home by a plain store: loom finds the execution where both
+/// threads read it empty and both store a member: `K` is admitted twice.
+#[test]
+fn two_inserts_at_an_empty_home_claim_by_store_twin_is_rejected() -> Result<(), Box<dyn std::error::Error>> {
+    empty_home_model(&[0, 0])?.assert_rejected(CLAIM_BY_STORE);
+    Ok(())
+}
+
+/// Three threads insert `K` at its empty home (at 0, 0 and 0.5 s): whichever CAS from `Empty`
+/// loses finds the winner's member.
+#[test]
+fn three_inserts_at_an_empty_home_make_one_entry() -> Result<(), Box<dyn std::error::Error>> {
+    empty_home_model(&[0, 0, 500])?.check();
     Ok(())
 }
 

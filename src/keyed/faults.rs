@@ -25,6 +25,10 @@ pub struct Faults {
     /// A new key that finds every usable slot claimed for other keys is told the table is full
     /// at once, without waiting for those claims to settle.
     pub no_wait_for_claims: bool,
+    /// A new key whose scan chose an `Empty` slot past its used home becomes a member there at
+    /// once (the reach raised first), without a claim or a settle, as a key whose home is
+    /// `Empty` does.
+    pub insert_at_any_empty: bool,
 }
 
 #[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
@@ -38,5 +42,6 @@ impl Faults {
         claim_out_of_reach: false,
         kill_ignores_failure: false,
         no_wait_for_claims: false,
+        insert_at_any_empty: false,
     };
 }

@@ -15,6 +15,10 @@
 //!   A claim further from the key's home than the home's reach first raises that reach (a CAS
 //!   on the home slot that changes nothing else), so that every scan that begins after the
 //!   claim covers it, however many idle or dead slots the chain has collected.
+//! - **At an empty home** a key needs no claim: one CAS from `Empty` makes it a `Member` with
+//!   the inserter's request applied. A slot is `Empty` only until its first write, and a scan for
+//!   a key looks past its home only when the home is used, so no other claim or member of the key
+//!   can exist when that CAS succeeds (`docs/design.md`, "An empty home").
 //! - **Settling** scans the key's chain: if a `Member` exists, every `Inserting` claim of the key
 //!   is killed (`Dead`) and the member is used. Otherwise the earliest claim in probe order wins:
 //!   the later ones are killed, and the earliest is promoted to `Member`, but only by a scan that
@@ -254,6 +258,9 @@ impl Shard {
         is_idle: impl Fn(u64) -> bool,
         mut decide: impl FnMut(u64) -> Transition,
     ) -> Entry {
+        if let Some(decided) = self.insert_at_empty_home(fingerprint, home, &mut decide) {
+            return decided;
+        }
         let mut waited = 0;
         // Set once settling found no claim of this key within its home's reach although the scan
         // had seen one with its fingerprint: that claim lies past the reach, so it is another
@@ -320,6 +327,13 @@ impl Shard {
             if !self.faults().claim_out_of_reach {
                 self.extend_reach(home, displacement);
             }
+            if self.faults().insert_at_any_empty && old.status() == Status::Empty {
+                // The broken twin: no claim for an empty slot past a used home.
+                match self.insert_unclaimed(index, old, fingerprint, &mut decide) {
+                    Some(entry) => return entry,
+                    None => continue,
+                }
+            }
             // Forgetting an idle key: count it out before the CAS that forgets it, so that a
             // reader never sees more members than slots (back in if the CAS fails).
             let forgets = old.status() == Status::Member;
@@ -351,6 +365,52 @@ impl Shard {
                 return entry;
             }
         }
+    }
+
+    /// Inserts the key as a member at once, with the caller's request applied, if its home slot
+    /// has never been used; `None` if the home is used (or was taken first), and the key goes
+    /// through the claim protocol.
+    ///
+    /// No settling is needed: slots never become `Empty` again, and a scan for this key reads its
+    /// home first and claims elsewhere only past a used home, so while the home is `Empty` the key
+    /// has no claim and no member anywhere. The CAS from `Empty` checks that at the instant it
+    /// succeeds; after it, a scan for the key reads this member at the home (or, once the member
+    /// has been reclaimed, whatever replaced it) and claims nothing while the member is there.
+    /// Proof: `docs/design.md`, "An empty home"; loom: `keyed_insert.rs`.
+    fn insert_at_empty_home(
+        &self,
+        fingerprint: u64,
+        home: usize,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Option<Entry> {
+        // Relaxed: the CAS below checks what was read.
+        let slot = self.load(home, Ordering::Relaxed);
+        if slot.status() != Status::Empty {
+            return None;
+        }
+        self.insert_unclaimed(home, slot, fingerprint, decide)
+    }
+
+    /// Makes the free slot at `index`, last read as `free`, the key's member with the caller's
+    /// request applied, without a claim; `None` if the slot changed first.
+    fn insert_unclaimed(
+        &self,
+        index: usize,
+        free: Slot,
+        fingerprint: u64,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Option<Entry> {
+        let Transition { state, decision } = decide(FRESH_STATE);
+        let member = free.replaced(Status::Member, fingerprint, state);
+        if self.faults().claim_by_store {
+            self.slots[index].store(member.word(), Ordering::SeqCst);
+        } else {
+            // SeqCst: one total order with the claims, scans and promotions of the insert path.
+            self.cas(index, free, member).ok()?;
+        }
+        // Relaxed: a statistic.
+        self.meta.live.fetch_add(1, Ordering::Relaxed);
+        Some(Entry::Decided(decision))
     }
 
     /// Makes exactly one `Member` slot of the key's claims, or finds the member that already
@@ -528,6 +588,40 @@ mod tests {
                 Entry::Full => return false,
             }
         }
+    }
+
+    /// The claim nonces drawn so far: one per claim the insert path made.
+    fn claims(shard: &Shard) -> u64 {
+        shard.meta.claims.load(Ordering::Relaxed)
+    }
+
+    /// A key whose home slot was never used becomes its member at once, with no claim; a key
+    /// whose home is used (by another key, or by an idle member it reclaims) goes through a claim
+    /// and a settle. Either way it is found afterwards, once, and counted live.
+    #[test]
+    fn a_key_at_an_empty_home_is_inserted_without_a_claim() {
+        let shard = Shard::new(16).expect("memory");
+        // Key 5 at its empty home 3: no claim.
+        assert!(charge(&shard, 5, 3, 1, 100));
+        assert_eq!(claims(&shard), 0);
+        assert_eq!(shard.find(5, 3).map(|found| found.index), Some(3));
+        assert_eq!(shard.load(3, Ordering::Relaxed).state, 101);
+        // Key 6, also homed at 3, while 5 is busy: a claim of slot 4, settled, then promoted.
+        assert!(charge(&shard, 6, 3, 1, 100));
+        assert_eq!(claims(&shard), 1);
+        assert_eq!(shard.find(6, 3).map(|found| found.index), Some(4));
+        assert_eq!(shard.load(3, Ordering::Relaxed).reach(), 1);
+        // Key 7 homed at 3 once 5 is idle: it reclaims slot 3 through a claim (the home is used).
+        assert!(charge(&shard, 7, 3, 200, 100));
+        assert_eq!(claims(&shard), 2);
+        assert_eq!(shard.find(7, 3).map(|found| found.index), Some(3));
+        assert_eq!(shard.find(5, 3), None);
+        assert_eq!(shard.live(), 2);
+        // Every slot but 3 and 4 is still empty.
+        let used: Vec<usize> = (0..shard.len())
+            .filter(|&index| shard.load(index, Ordering::Relaxed).status() != Status::Empty)
+            .collect();
+        assert_eq!(used, [3, 4]);
     }
 
     /// A claim with the key's fingerprint that lies past the key's home's reach is another key's
