@@ -81,6 +81,34 @@ pub(crate) enum Entry {
     Full,
 }
 
+/// The slots of a probe sequence, from the home on, wrapping at the shard's end, as far as the
+/// probe limit: a plain counter, cheaper in the insert path's scans than a chain of ranges.
+struct Probe {
+    index: usize,
+    len: usize,
+    displacement: usize,
+    end: usize,
+}
+
+impl Iterator for Probe {
+    /// The slot's displacement from the home, and its index.
+    type Item = (usize, usize);
+
+    #[inline]
+    fn next(&mut self) -> Option<(usize, usize)> {
+        if self.displacement == self.end {
+            return None;
+        }
+        let item = (self.displacement, self.index);
+        self.displacement += 1;
+        self.index += 1;
+        if self.index == self.len {
+            self.index = 0;
+        }
+        Some(item)
+    }
+}
+
 /// How many times a new key rescans while other keys' claims block every slot it could use,
 /// before it is told the table is full. Under loom each wait is a scheduling point that
 /// multiplies the executions to explore, and two waits already let a blocking claim finish.
@@ -146,7 +174,7 @@ impl Shard {
 
     /// Whether a new key homed at `home` would find a slot (read-only: for `peek`).
     pub(crate) fn has_room(&self, home: usize, is_idle: impl Fn(u64) -> bool) -> bool {
-        self.probe(home).any(|index| {
+        self.probe(home).any(|(_, index)| {
             // Relaxed: an answer about a moment, like every peek.
             let slot = self.load(index, Ordering::Relaxed);
             match slot.status() {
@@ -164,7 +192,7 @@ impl Shard {
     /// a hint: the slots are read one by one while others may change them.
     pub(crate) fn soonest_room(&self, home: usize, idle_after: impl Fn(u64) -> u64) -> u64 {
         let mut soonest = u64::MAX;
-        for index in self.probe(home) {
+        for (_, index) in self.probe(home) {
             // Relaxed: a hint about a moment, like every peek.
             let slot = self.load(index, Ordering::Relaxed);
             let wait = match slot.status() {
@@ -179,11 +207,16 @@ impl Shard {
         soonest
     }
 
-    /// The probe sequence of a key whose home is `home`.
+    /// The probe sequence of a key whose home is `home`: `(displacement, index)` pairs.
     #[inline]
-    fn probe(&self, home: usize) -> impl Iterator<Item = usize> {
+    fn probe(&self, home: usize) -> Probe {
         let len = self.slots.len();
-        (home..len).chain(0..home).take(MAX_PROBE.min(len))
+        Probe {
+            index: home,
+            len,
+            displacement: 0,
+            end: MAX_PROBE.min(len),
+        }
     }
 
     #[inline]
@@ -274,7 +307,7 @@ impl Shard {
             // The home's reach, read with the home: past it no slot is this key's, and the scan
             // goes on only to find a free slot.
             let mut reach = 0;
-            for (displacement, index) in self.probe(home).enumerate() {
+            for (displacement, index) in self.probe(home) {
                 if displacement > reach && target.is_some() {
                     break;
                 }
@@ -438,7 +471,7 @@ impl Shard {
             let mut earliest: Option<Found> = None;
             let mut kills_held = true;
             let mut reach = 0;
-            for (displacement, index) in self.probe(home).enumerate() {
+            for (displacement, index) in self.probe(home) {
                 if displacement > reach {
                     break;
                 }
