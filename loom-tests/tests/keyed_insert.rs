@@ -1,5 +1,6 @@
 //! loom models of concurrent inserts of one new key: the claims of one key race, and exactly one
-//! becomes its `Member` (`src/keyed/shard.rs`, "Settling").
+//! becomes its `Member` (`src/keyed/shard.rs`, "Settling"); and, at an empty home, the CASes
+//! from `Empty` that need no claim (`Shard::insert_at_empty_home`).
 //!
 //! Two claims of one key exist only when the inserting threads see the chain differently. Here
 //! that comes from time: a filler key `F`, at the new key `K`'s home slot, has 1 s of debt from
@@ -125,7 +126,7 @@ fn two_inserts_claim_out_of_reach_twin_is_rejected() -> Result<(), Box<dyn std::
 
 /// Its broken twin inserts without a claim past a used home: loom finds the execution where the
 /// 1 s thread claims `F`'s idle slot and settles before the 0.5 s thread, which read `F` busy,
-/// stores `K`'s member in the empty slot 1: `K` has two members and is admitted twice. (The
+/// puts `K`'s member in the empty slot 1 by a CAS from `Empty`: `K` has two members and is admitted twice. (The
 /// shipped table inserts without a claim only at an empty home, where no other claim of the key
 /// can exist: `Shard::insert_at_empty_home`.)
 #[test]
@@ -135,8 +136,9 @@ fn two_inserts_insert_at_any_empty_twin_is_rejected() -> Result<(), Box<dyn std:
 }
 
 /// Threads that each ask for `K` at `at` (milliseconds) in an empty table of two slots, then `K`
-/// is asked again at 0.5 s. Every thread reads `K`'s home empty and inserts it without a claim,
-/// racing the others' CASes from `Empty`. Invariant: `K` is admitted exactly once (quota 1 per
+/// is asked again at 0.5 s. A thread that reads `K`'s home empty inserts `K` without a claim,
+/// racing the others' CASes from `Empty`; one that loses, or comes later, finds the winner's
+/// member. Invariant: `K` is admitted exactly once (quota 1 per
 /// second, burst 1: a second request before 1 s is refused), never `TableFull`, and ends with
 /// exactly one entry: asked again at 0.5 s, it is denied.
 fn empty_home_model(at: &[u64]) -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {

@@ -9,7 +9,7 @@
 //! - **Deciding** for a present key is one 128-bit compare-and-swap that keeps the tag (status
 //!   and fingerprint) and changes the state: it fails, and the key is looked up again, if the slot
 //!   was given to another key in between. No key is ever charged for another key's request.
-//! - **Inserting** a key claims one slot with a CAS, from `Empty`, `Dead`, or a `Member` whose
+//! - **Inserting** a key whose home is used claims one slot with a CAS, from `Empty`, `Dead`, or a `Member` whose
 //!   state is idle (indistinguishable from a fresh key's), into `Inserting` with a unique nonce.
 //!   Then the key is *settled*: the claims of one key race, and exactly one becomes `Member`.
 //!   A claim further from the key's home than the home's reach first raises that reach (a CAS
@@ -75,7 +75,8 @@ pub(crate) struct Found {
 pub(crate) enum Entry {
     /// The key's member, which the caller decides on.
     Member(Found),
-    /// This thread promoted the key's new member with its request applied: the answer.
+    /// This thread made the key's new member (by promoting a claim, or by the CAS at an empty
+    /// home) with its request applied: the answer.
     Decided(Decision),
     /// No slot within the probe limit is free or idle, and no claim is in flight to wait for.
     Full,

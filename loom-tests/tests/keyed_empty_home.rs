@@ -1,4 +1,4 @@
-//! Review models for the insert at an empty home (`Shard::insert_at_empty_home`): races the
+//! loom models of the insert at an empty home (`Shard::insert_at_empty_home`) in races the
 //! two-slot models of `keyed_insert.rs` do not reach, where the empty home is also a slot on
 //! another key's chain, and where the member made there is reclaimed while another request of
 //! its key is still inserting.
@@ -46,12 +46,14 @@ fn crossed(k_threads: usize) -> Result<KeyedModel<TokenBucket>, Box<dyn std::err
     Ok(model)
 }
 
+/// One thread for `K`, one for `L`: each key admitted once, three entries, all denied afterwards.
 #[test]
 fn an_empty_home_on_another_keys_chain_two_threads() -> Result<(), Box<dyn std::error::Error>> {
     crossed(1)?.check();
     Ok(())
 }
 
+/// Two threads for `K`, one for `L`: the same invariant.
 #[test]
 fn an_empty_home_on_another_keys_chain_three_threads() -> Result<(), Box<dyn std::error::Error>> {
     crossed(2)?.check();
