@@ -214,8 +214,23 @@ impl Gcra {
             ),
             Some(_) => Transition::refuse(
                 tat,
-                Decision::denied(self.remaining(start, backlog), after - self.tolerance, backlog),
+                Decision::denied(
+                    self.remaining_refused(start, backlog, cost),
+                    after - self.tolerance,
+                    backlog,
+                ),
             ),
+        }
+    }
+
+    /// [`remaining`](Self::remaining) for a request of `cost` refused because it did not fit
+    /// (`backlog + cost * interval > tolerance`): fewer than `cost` units pass, so none for one
+    /// unit, which a plain `check` asks for, without the division.
+    #[inline(always)]
+    fn remaining_refused(&self, start: u64, backlog: u64, cost: u64) -> u64 {
+        match cost {
+            1 => 0,
+            _ => self.remaining(start, backlog),
         }
     }
 
