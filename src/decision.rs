@@ -1,11 +1,13 @@
 //! The answer every limiter gives.
 
+use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 /// Whether a request passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-// A full word, so that a `Decision` is five words and is copied word by word (a one-byte field
+// A full word, so that a `Decision` is six words and is copied word by word (a one-byte field
 // made copies mix widths, and the loads stalled on store forwarding).
 #[repr(u64)]
 pub enum Outcome {
@@ -45,11 +47,20 @@ pub enum Outcome {
 /// assert_eq!(refused.reset_after().as_millis(), 1_000);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Two decisions are equal when everything they answer is: outcome, remaining, retry-after,
+/// reset-after and delay.
+#[derive(Clone, Copy)]
 #[must_use = "a decision that is not looked at limits nothing"]
 pub struct Decision {
     outcome: Outcome,
-    remaining: u64,
+    /// `remaining` times `unit`, or more by less than `unit`: the remaining units are divided out
+    /// when asked for. A bucket's decision knows its room in nanoseconds; dividing by the
+    /// emission interval on every decision put a multiplication chain before the stores of the
+    /// answer, which a locked CAS then waited for (2 ns of a 22 ns decision on an Intel Xeon).
+    remaining_scaled: u64,
+    /// At least 1: 1 for every algorithm but the buckets, which count in emission intervals.
+    unit: u64,
     retry_after_nanos: u64,
     reset_after_nanos: u64,
     delay_nanos: u64,
@@ -60,9 +71,21 @@ impl Decision {
     /// `reset_after_nanos`, and the request itself should wait `delay_nanos` (non-zero only for
     /// the shaper).
     pub(crate) const fn allowed(remaining: u64, reset_after_nanos: u64, delay_nanos: u64) -> Self {
+        Decision::allowed_in_units(remaining, 1, reset_after_nanos, delay_nanos)
+    }
+
+    /// [`allowed`](Self::allowed) with `remaining_scaled / unit` units remaining (`unit` at
+    /// least 1; 0 is taken as 1).
+    pub(crate) const fn allowed_in_units(
+        remaining_scaled: u64,
+        unit: u64,
+        reset_after_nanos: u64,
+        delay_nanos: u64,
+    ) -> Self {
         Decision {
             outcome: Outcome::Allowed,
-            remaining,
+            remaining_scaled,
+            unit,
             retry_after_nanos: 0,
             reset_after_nanos,
             delay_nanos,
@@ -72,9 +95,21 @@ impl Decision {
     /// A refused request: `remaining` units would pass now, the same request passes after
     /// `retry_after_nanos`, and the limiter is full again after `reset_after_nanos`.
     pub(crate) const fn denied(remaining: u64, retry_after_nanos: u64, reset_after_nanos: u64) -> Self {
+        Decision::denied_in_units(remaining, 1, retry_after_nanos, reset_after_nanos)
+    }
+
+    /// [`denied`](Self::denied) with `remaining_scaled / unit` units remaining (`unit` at least
+    /// 1; 0 is taken as 1).
+    pub(crate) const fn denied_in_units(
+        remaining_scaled: u64,
+        unit: u64,
+        retry_after_nanos: u64,
+        reset_after_nanos: u64,
+    ) -> Self {
         Decision {
             outcome: Outcome::Denied,
-            remaining,
+            remaining_scaled,
+            unit,
             retry_after_nanos,
             reset_after_nanos,
             delay_nanos: 0,
@@ -86,7 +121,8 @@ impl Decision {
     pub(crate) const fn table_full(retry_after_nanos: u64) -> Self {
         Decision {
             outcome: Outcome::TableFull,
-            remaining: 0,
+            remaining_scaled: 0,
+            unit: 1,
             retry_after_nanos,
             reset_after_nanos: 0,
             delay_nanos: 0,
@@ -114,7 +150,10 @@ impl Decision {
 
     /// How many units (requests of weight 1) would pass right now, after this decision.
     pub const fn remaining(&self) -> u64 {
-        self.remaining
+        match self.remaining_scaled.checked_div(self.unit) {
+            Some(units) => units,
+            None => self.remaining_scaled,
+        }
     }
 
     /// For a refused request: how long until the same request (same weight) would pass if
@@ -150,5 +189,79 @@ impl Decision {
             Outcome::Allowed => Some(decided_at.saturating_add(self.reset_after())),
             _ => None,
         }
+    }
+}
+
+impl PartialEq for Decision {
+    fn eq(&self, other: &Decision) -> bool {
+        self.outcome == other.outcome
+            && self.remaining() == other.remaining()
+            && self.retry_after_nanos == other.retry_after_nanos
+            && self.reset_after_nanos == other.reset_after_nanos
+            && self.delay_nanos == other.delay_nanos
+    }
+}
+
+impl Eq for Decision {}
+
+impl Hash for Decision {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (
+            self.outcome,
+            self.remaining(),
+            self.retry_after_nanos,
+            self.reset_after_nanos,
+            self.delay_nanos,
+        )
+            .hash(state);
+    }
+}
+
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("outcome", &self.outcome)
+            .field("remaining", &self.remaining())
+            .field("retry_after_nanos", &self.retry_after_nanos)
+            .field("reset_after_nanos", &self.reset_after_nanos)
+            .field("delay_nanos", &self.delay_nanos)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+
+    use super::*;
+
+    fn hash(decision: &Decision) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        decision.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// A bucket's decision keeps its room in nanoseconds and divides when asked: 25 ns of 10 ns
+    /// intervals is 2 units, and such a decision is equal to (and hashes and prints as) one that
+    /// says 2 outright; one unit more or less is another decision.
+    #[test]
+    fn remaining_is_divided_when_asked_and_compared_as_divided() {
+        let scaled = Decision::allowed_in_units(25, 10, 7, 3);
+        let plain = Decision::allowed(2, 7, 3);
+        assert_eq!(scaled.remaining(), 2);
+        assert_eq!(scaled, plain);
+        assert_eq!(hash(&scaled), hash(&plain));
+        assert_eq!(format!("{scaled:?}"), format!("{plain:?}"));
+        assert!(format!("{scaled:?}").contains("remaining: 2"));
+        assert_ne!(Decision::allowed_in_units(30, 10, 7, 3), plain);
+        assert_ne!(Decision::allowed_in_units(19, 10, 7, 3), plain);
+        let refused = Decision::denied_in_units(u64::MAX, 3, 5, 9);
+        assert_eq!(refused.remaining(), u64::MAX / 3);
+        assert_eq!(refused, Decision::denied(u64::MAX / 3, 5, 9));
+        assert_ne!(refused, Decision::allowed(u64::MAX / 3, 9, 0));
+        // A unit of 0 is taken as 1 (no constructor makes one; no division by zero either).
+        assert_eq!(Decision::allowed_in_units(4, 0, 0, 0).remaining(), 4);
+        assert_eq!(Decision::untracked(scaled).remaining(), 2);
+        assert_eq!(Decision::table_full(1).remaining(), 0);
     }
 }

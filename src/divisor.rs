@@ -1,11 +1,12 @@
 //! Division of `u64`s by a divisor fixed at construction, by multiplication.
 //!
 //! A hardware 64-bit division costs 10 to 40 cycles, as much as the rest of a decision. The
-//! divisors on the decision path (the window length, the emission interval) never change, so
-//! each is turned once into a 128-bit reciprocal `c = ceil(2^128 / d)`; then for every `u64` n,
-//! `n / d == (c * n) >> 128` exactly (Lemire, Kaser and Kurz, "Faster remainder by direct
-//! computation", 2019: exact when the reciprocal has at least `64 + log2(d)` fractional bits,
-//! and here it has 128). Two multiplications, no branch but the `d == 1` case.
+//! divisors on the decision path (the window lengths) never change, so each is turned once into
+//! a 128-bit reciprocal `c = ceil(2^128 / d)`; then for every `u64` n, `n / d == (c * n) >> 128`
+//! exactly (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019: exact when
+//! the reciprocal has at least `64 + log2(d)` fractional bits, and here it has 128). Two
+//! multiplications, no branch but the `d == 1` case. (The buckets divide by their emission
+//! interval only when a `Decision` is asked for its `remaining`.)
 
 /// A divisor with its precomputed reciprocal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use crate::divisor::Divisor;
 use crate::error::QuotaError;
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Quota};
@@ -55,7 +54,7 @@ const MAX_EMISSION_INTERVAL_NANOS: u64 = 1 << 63;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Gcra {
     /// `T`: nanoseconds per unit, `ceil(period / count)` so that rounding never admits more.
-    interval: Divisor,
+    interval: u64,
     /// `burst`: the most units admitted at one instant.
     capacity: u64,
     /// `burst * T`: how far ahead of `now` the TAT may run.
@@ -93,7 +92,7 @@ impl Gcra {
             max: u64::MAX / interval,
         })?;
         Ok(Gcra {
-            interval: Divisor::new(interval),
+            interval,
             capacity,
             tolerance,
             count,
@@ -106,7 +105,7 @@ impl Gcra {
     }
 
     pub(crate) const fn interval(&self) -> u64 {
-        self.interval.get()
+        self.interval
     }
 
     /// The quota's exact rate, `(count, period in ns)`, of which `T` is the rounded-up ratio.
@@ -130,8 +129,7 @@ impl Gcra {
         if tat <= now {
             return tat;
         }
-        tat.saturating_sub(cost.saturating_mul(self.interval.get()))
-            .max(now)
+        tat.saturating_sub(cost.saturating_mul(self.interval)).max(now)
     }
 
     /// Gives back the slot of `cost` units that ended the queue at `end` (the TAT its admission
@@ -180,7 +178,7 @@ impl Gcra {
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64, shaper: bool) -> Transition {
         let start = tat.max(now);
         let backlog = start - now;
-        let need = cost.saturating_mul(self.interval.get());
+        let need = cost.saturating_mul(self.interval);
         let after = backlog.saturating_add(need);
         if need == 0 {
             // A weightless request takes no slot: always allowed, and nothing to store, even if
@@ -189,14 +187,15 @@ impl Gcra {
             let delay = if shaper { backlog } else { 0 };
             return Transition::refuse(
                 tat,
-                Decision::allowed(self.remaining(start, backlog), backlog, delay),
+                Decision::allowed_in_units(self.room(start, backlog), self.interval, backlog, delay),
             );
         }
         match start.checked_add(need) {
             Some(next) if after <= self.tolerance => Transition {
                 state: next,
-                decision: Decision::allowed(
-                    self.before_end(next, self.interval.divide(self.tolerance - after)),
+                decision: Decision::allowed_in_units(
+                    self.before_end(next, self.tolerance - after),
+                    self.interval,
                     after,
                     if shaper { backlog } else { 0 },
                 ),
@@ -204,55 +203,42 @@ impl Gcra {
             // The request needs a slot past the end of representable time, or more than the
             // whole bucket (only through `Algorithm::decide`: the limiters refuse that weight
             // with `CostTooLarge`): it can never pass.
-            None => Transition::refuse(
+            None => Transition::refuse(tat, self.denied(start, backlog, u64::MAX)),
+            Some(_) if cost > self.capacity => Transition::refuse(tat, self.denied(start, backlog, u64::MAX)),
+            // It did not fit: fewer than `cost` units remain, so none for a single unit (the
+            // plain `check`), without reading the room.
+            Some(_) if cost == 1 => Transition::refuse(
                 tat,
-                Decision::denied(self.remaining(start, backlog), u64::MAX, backlog),
+                Decision::denied_in_units(0, self.interval, after - self.tolerance, backlog),
             ),
-            Some(_) if cost > self.capacity => Transition::refuse(
-                tat,
-                Decision::denied(self.remaining(start, backlog), u64::MAX, backlog),
-            ),
-            Some(_) => Transition::refuse(
-                tat,
-                Decision::denied(
-                    self.remaining_refused(start, backlog, cost),
-                    after - self.tolerance,
-                    backlog,
-                ),
-            ),
+            Some(_) => Transition::refuse(tat, self.denied(start, backlog, after - self.tolerance)),
         }
     }
 
-    /// [`remaining`](Self::remaining) for a request of `cost` refused because it did not fit
-    /// (`backlog + cost * interval > tolerance`): fewer than `cost` units pass, so none for one
-    /// unit, which a plain `check` asks for, without the division.
-    #[inline(always)]
-    fn remaining_refused(&self, start: u64, backlog: u64, cost: u64) -> u64 {
-        match cost {
-            1 => 0,
-            _ => self.remaining(start, backlog),
-        }
-    }
-
-    /// Units that still pass with the queue starting at `start`, `backlog` after now: what a
-    /// refused or weightless request reports as remaining.
+    /// A refusal with the queue starting at `start`, `backlog` after now.
     // Methods, not closures: a closure used in several arms was built in memory on every path,
     // the admitted one included.
     #[inline(always)]
-    fn remaining(&self, start: u64, backlog: u64) -> u64 {
-        self.before_end(
-            start,
-            self.interval.divide(self.tolerance.saturating_sub(backlog)),
-        )
+    fn denied(&self, start: u64, backlog: u64, retry_after: u64) -> Decision {
+        Decision::denied_in_units(self.room(start, backlog), self.interval, retry_after, backlog)
     }
 
-    /// `units`, or fewer if fewer still fit before the end of representable time once `from`
-    /// is taken.
+    /// The room, in nanoseconds of emission intervals, with the queue starting at `start`,
+    /// `backlog` after now: what a refused or weightless request reports as remaining, once
+    /// divided by the interval (the `Decision` divides when asked).
     #[inline(always)]
-    fn before_end(&self, from: u64, units: u64) -> u64 {
+    fn room(&self, start: u64, backlog: u64) -> u64 {
+        self.before_end(start, self.tolerance.saturating_sub(backlog))
+    }
+
+    /// `room` nanoseconds of intervals, or less if less still fits before the end of
+    /// representable time once `from` is taken. (Whole intervals of the lesser room are the
+    /// lesser count of whole intervals: flooring keeps order.)
+    #[inline(always)]
+    fn before_end(&self, from: u64, room: u64) -> u64 {
         match from > u64::MAX - self.tolerance {
-            true => units.min(self.interval.divide(u64::MAX - from)),
-            false => units,
+            true => room.min(u64::MAX - from),
+            false => room,
         }
     }
 }
