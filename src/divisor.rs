@@ -98,7 +98,10 @@ impl BoundedDivisor {
         self.max
     }
 
-    /// `n / divisor`, rounded down, for `n <= max()`.
+    /// `n / divisor`, rounded down, for `n <= max()`. Only the tests divide now (the sliding
+    /// window's `Decision` divides when asked); the window's 64-bit path still ends where this
+    /// division stopped being exact (`SlidingWindow`'s `fast_end`), as its tests pin.
+    #[cfg_attr(not(test), allow(dead_code))]
     #[inline]
     pub(crate) const fn divide(&self, n: u64) -> u64 {
         ((n as u128 * self.multiplier as u128) >> 64) as u64 >> self.shift

@@ -89,7 +89,10 @@ pub struct SlidingWindow {
     /// (`0` when the quota always needs it): below it `limit * w` fits a `u64` and `units` is
     /// exact up to it, and the window two on starts at a representable instant.
     fast_end: u64,
-    /// Division by `w` in the 64-bit path, exact up to `limit * w` when `fast_end > 0`.
+    /// Division by `w` in one multiplication, exact up to `limit * w` when `fast_end > 0`: it
+    /// bounds where the 64-bit path is used. That path no longer divides (its `Decision` divides
+    /// its room by `w` when asked, exactly for every `u64`), so the bound could widen to every
+    /// `limit * w` that fits a `u64`; it is kept where the equivalence tests pinned it.
     units: BoundedDivisor,
 }
 

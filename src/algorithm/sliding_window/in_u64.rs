@@ -55,8 +55,9 @@ impl SlidingWindow {
                 return Transition {
                     // `current + cost <= limit <= count_mask`: no carry out of the counter.
                     state: moved + cost,
-                    // `total >= 1`: it weighs until the window after this one ends.
-                    decision: Decision::allowed(self.units.divide(budget - weighed), until_reset, 0),
+                    // `total >= 1`: it weighs until the window after this one ends. The
+                    // remaining units are `(budget - weighed) / w`, divided when asked for.
+                    decision: Decision::allowed_in_units(budget - weighed, w, until_reset, 0),
                 };
             }
         }
@@ -75,9 +76,9 @@ impl SlidingWindow {
             return Transition::refuse(state, Decision::denied(0, from_next_window, until_reset));
         }
         let free = limit - current;
-        // What would pass now.
+        // What would pass now, times `w` (divided when asked for).
         let remaining = match weighed {
-            Some(weighed) => self.units.divide((free * w).saturating_sub(weighed)),
+            Some(weighed) => (free * w).saturating_sub(weighed),
             None => 0,
         };
         // Later in this window, only if `current + cost` fits.
@@ -94,7 +95,10 @@ impl SlidingWindow {
             (1.., 0) => until_next,
             (0, 0) => 0,
         };
-        Transition::refuse(state, Decision::denied(remaining, retry_after, reset_after))
+        Transition::refuse(
+            state,
+            Decision::denied_in_units(remaining, w, retry_after, reset_after),
+        )
     }
 }
 
