@@ -55,11 +55,13 @@ pub enum Outcome {
 pub struct Decision {
     outcome: Outcome,
     /// `remaining` times `unit`, or more by less than `unit`: the remaining units are divided out
-    /// when asked for. A bucket's decision knows its room in nanoseconds; dividing by the
-    /// emission interval on every decision put a multiplication chain before the stores of the
-    /// answer, which a locked CAS then waited for (2 ns of a 22 ns decision on an Intel Xeon).
+    /// when asked for. A bucket's decision knows its room in nanoseconds (the sliding window's
+    /// 64-bit path, its room times `w`); dividing on every decision put a multiplication chain
+    /// before the stores of the answer, which a locked CAS then waited for (2 ns of a 22 ns
+    /// decision on an Intel Xeon).
     remaining_scaled: u64,
-    /// At least 1: 1 for every algorithm but the buckets, which count in emission intervals.
+    /// At least 1: the buckets' emission interval, the sliding window's `w` on its 64-bit path,
+    /// 1 for every other answer.
     unit: u64,
     retry_after_nanos: u64,
     reset_after_nanos: u64,
