@@ -9,8 +9,9 @@
 //! - **Deciding** for a present key is one 128-bit compare-and-swap that keeps the tag (status
 //!   and fingerprint) and changes the state: it fails, and the key is looked up again, if the slot
 //!   was given to another key in between. No key is ever charged for another key's request.
-//! - **Inserting** a key whose home is used claims one slot with a CAS, from `Empty`, `Dead`, or a `Member` whose
-//!   state is idle (indistinguishable from a fresh key's), into `Inserting` with a unique nonce.
+//! - **Inserting** a key whose home is used claims one slot with a CAS, from `Empty`, `Dead`, or
+//!   a `Member` whose state is idle (indistinguishable from a fresh key's), into `Inserting` with
+//!   a unique nonce.
 //!   Then the key is *settled*: the claims of one key race, and exactly one becomes `Member`.
 //!   A claim further from the key's home than the home's reach first raises that reach (a CAS
 //!   on the home slot that changes nothing else), so that every scan that begins after the
@@ -410,7 +411,7 @@ impl Shard {
     /// has no claim and no member anywhere. The CAS from `Empty` checks that at the instant it
     /// succeeds; after it, a scan for the key reads this member at the home (or, once the member
     /// has been reclaimed, whatever replaced it) and claims nothing while the member is there.
-    /// Proof: `docs/design.md`, "An empty home"; loom: `keyed_insert.rs`.
+    /// Proof: `docs/design.md`, "An empty home"; loom: `keyed_insert.rs`, `keyed_empty_home.rs`.
     fn insert_at_empty_home(
         &self,
         fingerprint: u64,
