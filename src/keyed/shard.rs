@@ -437,10 +437,11 @@ impl Shard {
     ) -> Option<Entry> {
         let Transition { state, decision } = decide(FRESH_STATE);
         let member = free.replaced(Status::Member, fingerprint, state);
+        // SeqCst, the CAS and the broken twin's store alike: one total order with the claims,
+        // scans and promotions of the insert path.
         if self.faults().claim_by_store {
             self.slots[index].store(member.word(), Ordering::SeqCst);
         } else {
-            // SeqCst: one total order with the claims, scans and promotions of the insert path.
             self.cas(index, free, member).ok()?;
         }
         // Relaxed: a statistic.
