@@ -151,7 +151,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// Decides one request of weight 1 for `key` now, and counts it if admitted.
     #[inline]
     pub fn check(&self, key: &K) -> Decision {
-        self.check_at(key, self.clock.now())
+        self.decide(key, || self.clock.now(), 1)
     }
 
     /// Decides one request of weight `cost` for `key` now, and counts it if admitted.
@@ -160,13 +160,14 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// [`CostTooLarge`] when `cost` exceeds the algorithm's capacity. Nothing is inserted.
     #[inline]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.check_n_at(key, cost, self.clock.now())
+        self.fits(cost)?;
+        Ok(self.decide(key, || self.clock.now(), cost))
     }
 
     /// What [`check`](Self::check) would answer now, without counting or inserting anything.
     #[inline]
     pub fn peek(&self, key: &K) -> Decision {
-        self.peek_at(key, self.clock.now())
+        self.peek_decision(key, || self.clock.now(), 1)
     }
 
     /// What [`check_n`](Self::check_n) would answer now, without counting or inserting anything.
@@ -175,14 +176,15 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// [`CostTooLarge`], as for `check_n`.
     #[inline]
     pub fn peek_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.peek_n_at(key, cost, self.clock.now())
+        self.fits(cost)?;
+        Ok(self.peek_decision(key, || self.clock.now(), cost))
     }
 
     /// [`check`](Self::check) at a time the caller supplies.
     #[inline]
     pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
         // Every algorithm's capacity is at least 1.
-        self.decide(key, now, 1)
+        self.decide(key, || now, 1)
     }
 
     /// [`check_n`](Self::check_n) at a time the caller supplies.
@@ -192,13 +194,13 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     #[inline]
     pub fn check_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        Ok(self.decide(key, now, cost))
+        Ok(self.decide(key, || now, cost))
     }
 
     /// [`peek`](Self::peek) at a time the caller supplies.
     #[inline]
     pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
-        self.peek_decision(key, now, 1)
+        self.peek_decision(key, || now, 1)
     }
 
     /// [`peek_n`](Self::peek_n) at a time the caller supplies.
@@ -208,7 +210,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     #[inline]
     pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        Ok(self.peek_decision(key, now, cost))
+        Ok(self.peek_decision(key, || now, cost))
     }
 
     /// Gives back `cost` units admitted earlier for `key` and never used, unconditionally.
@@ -275,7 +277,8 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// [`CostTooLarge`], as for `check_n`. Nothing is inserted.
     #[inline]
     pub fn check_n_within(&self, key: &K, cost: u64, max_delay: Duration) -> Result<Decision, CostTooLarge> {
-        self.check_n_within_at(key, cost, max_delay, self.clock.now())
+        self.fits(cost)?;
+        Ok(self.decide_within(key, || self.clock.now(), cost, max_delay).0)
     }
 
     /// [`check_n_within`](Self::check_n_within) at a time the caller supplies.
@@ -291,10 +294,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         now: Timestamp,
     ) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        let max_delay = duration_to_nanos_saturating(max_delay);
-        Ok(self.decide_by(key, now, cost, max_delay, |state| {
-            self.algorithm.decide_within(state, now, cost, max_delay)
-        }))
+        Ok(self.decide_within(key, || now, cost, max_delay).0)
     }
 
     /// [`check_n_within`](Self::check_n_within) (with no maximum when `max_delay` is `None`:
@@ -310,11 +310,14 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         cost: u64,
         max_delay: Option<Duration>,
     ) -> Result<(Decision, Option<Timestamp>), CostTooLarge> {
-        let now = self.clock.now();
-        let decision = match max_delay {
-            Some(max) => self.check_n_within_at(key, cost, max, now),
-            None => self.check_n_at(key, cost, now),
-        }?;
+        self.fits(cost)?;
+        let now = || self.clock.now();
+        let (decision, now) = match max_delay {
+            Some(max) => self.decide_within(key, now, cost, max),
+            None => self.decide_by(key, now, cost, u64::MAX, |state, now| {
+                self.algorithm.decide(state, now, cost)
+            }),
+        };
         Ok((decision, decision.slot_end(now)))
     }
 
@@ -424,11 +427,29 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     }
 
     /// The decision path: one lookup and one CAS loop, small enough to inline; everything
-    /// else (a new key, a full table, a slot given away mid-decision) is out of line.
+    /// else (a new key, a full table, a slot given away mid-decision) is out of line. `now`
+    /// reads the time (the clock, or a time the caller supplied).
     #[inline]
-    fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
-        self.decide_by(key, now, cost, u64::MAX, |state| {
+    fn decide(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
+        self.decide_by(key, now, cost, u64::MAX, |state, now| {
             self.algorithm.decide(state, now, cost)
+        })
+        .0
+    }
+
+    /// [`decide`](Self::decide) for a request that waits at most `max_delay`, with the time it
+    /// was decided at.
+    #[inline]
+    fn decide_within(
+        &self,
+        key: &K,
+        now: impl FnOnce() -> Timestamp,
+        cost: u64,
+        max_delay: Duration,
+    ) -> (Decision, Timestamp) {
+        let max_delay = duration_to_nanos_saturating(max_delay);
+        self.decide_by(key, now, cost, max_delay, |state, now| {
+            self.algorithm.decide_within(state, now, cost, max_delay)
         })
     }
 
@@ -436,23 +457,34 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// algorithm's `decide_within(.., max_delay)`, which `decide` is for `max_delay = u64::MAX`
     /// (no wait is longer). The slow path rebuilds that step from `max_delay`, a plain integer:
     /// handing it the closure itself would keep `now` and `cost` in memory on the hot path (12
-    /// more instructions per hot-key decision, counted with callgrind).
+    /// more instructions per hot-key decision, counted with callgrind). Returns the decision
+    /// and the time `now` gave.
+    ///
+    /// The time is read after the key's slot is loaded, not before: a decision needs it only
+    /// for the algorithm's step, and the lookup (hash, shard, slot) is a chain of dependent
+    /// loads. Reading the precise clock (the TSC) first held that chain back on the benchmark
+    /// machine; read after, the two overlap (`docs/design.md`, "Performance notes").
     #[inline(always)]
     fn decide_by(
         &self,
         key: &K,
-        now: Timestamp,
+        now: impl FnOnce() -> Timestamp,
         cost: u64,
         max_delay: u64,
-        decide: impl Fn(u64) -> Transition,
-    ) -> Decision {
+        decide: impl Fn(u64, Timestamp) -> Transition,
+    ) -> (Decision, Timestamp) {
         let (shard, home, fingerprint) = self.locate(key);
-        if let Some(found) = shard.find(fingerprint, home) {
-            if let Ok(decision) = shard.update(found, decide) {
-                return decision;
+        let found = shard.find(fingerprint, home);
+        let now = now();
+        if let Some(found) = found {
+            if let Ok(decision) = shard.update(found, |state| decide(state, now)) {
+                return (decision, now);
             }
         }
-        self.decide_slow(shard, home, fingerprint, now, cost, max_delay)
+        (
+            self.decide_slow(shard, home, fingerprint, now, cost, max_delay),
+            now,
+        )
     }
 
     #[cold]
@@ -491,9 +523,13 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         }
     }
 
-    fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+    /// What a decision would answer, the time read after the lookup as in
+    /// [`decide_by`](Self::decide_by).
+    fn peek_decision(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
-        match shard.find(fingerprint, home) {
+        let found = shard.find(fingerprint, home);
+        let now = now();
+        match found {
             Some(found) => self.algorithm.decide(found.slot.state, now, cost).decision,
             // Absent: what a fresh key gets, if the key would find room.
             // A weightless request needs no room (see `decide_slow`).
