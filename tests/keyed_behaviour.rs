@@ -777,3 +777,81 @@ fn active_counts_the_keys_still_limited_and_len_the_keys_held() {
     exercise(fixed_window(2));
     exercise(sliding_window(2));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The clock
+// ---------------------------------------------------------------------------------------------
+
+/// A clock that counts its reads and always says `T0`.
+#[derive(Default)]
+struct CountingClock {
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl tollgate::Clock for CountingClock {
+    fn now(&self) -> tollgate::Timestamp {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ts(T0)
+    }
+}
+
+/// Every decision reads its limiter's clock exactly once, wherever it goes: a key present or
+/// absent, a new key inserted, a weightless request, a full table under either policy. (A
+/// decision reads the clock after its lookup; a second read on some path would decide with two
+/// different times.)
+#[test]
+fn every_decision_reads_the_clock_once() {
+    let once = |limiter: &KeyedLimiter<u64, TokenBucket, CountingClock>, what: &str, decide: &dyn Fn()| {
+        let before = limiter.clock().reads.load(std::sync::atomic::Ordering::Relaxed);
+        decide();
+        let after = limiter.clock().reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(after - before, 1, "{what}");
+    };
+    for policy in [WhenFull::Refuse, WhenFull::Admit] {
+        // Room for one key: after key 1 takes it (with debt), key 2 finds the table full.
+        let limiter = KeyedLimiter::with_clock(bucket(), 1, CountingClock::default())
+            .unwrap()
+            .when_full(policy);
+        let slots = limiter.slots() as u64;
+        let within = std::time::Duration::from_secs(1);
+        once(&limiter, "peek, absent", &|| {
+            assert!(limiter.peek(&1).is_allowed())
+        });
+        once(&limiter, "check_n(0), absent", &|| {
+            assert!(limiter.check_n(&1, 0).unwrap().is_allowed())
+        });
+        once(&limiter, "check, inserted", &|| {
+            assert!(limiter.check(&1).is_allowed())
+        });
+        once(&limiter, "check, present", &|| {
+            assert!(limiter.check(&1).is_allowed())
+        });
+        once(&limiter, "check_n, present", &|| {
+            assert!(limiter.check_n(&1, 1).unwrap().is_allowed())
+        });
+        once(&limiter, "peek, present", &|| {
+            assert!(!limiter.peek(&1).is_allowed())
+        });
+        once(&limiter, "peek_n, present", &|| {
+            assert!(!limiter.peek_n(&1, 1).unwrap().is_allowed())
+        });
+        once(&limiter, "check_n_within, present", &|| {
+            let _ = limiter.check_n_within(&1, 1, within).unwrap();
+        });
+        // Fill every slot (a table for one key may have more than one slot) with debt.
+        for key in 2..=slots {
+            assert!(limiter.check(&key).is_allowed(), "{policy:?}");
+        }
+        let full = slots + 1;
+        let expected = policy == WhenFull::Admit;
+        once(&limiter, "check, table full", &|| {
+            assert_eq!(limiter.check(&full).is_allowed(), expected, "{policy:?}")
+        });
+        once(&limiter, "peek, table full", &|| {
+            assert_eq!(limiter.peek(&full).is_allowed(), expected, "{policy:?}")
+        });
+        once(&limiter, "check_n_within, table full", &|| {
+            let _ = limiter.check_n_within(&full, 1, within).unwrap();
+        });
+    }
+}
