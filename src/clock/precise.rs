@@ -6,6 +6,14 @@ use crate::Timestamp;
 /// Reads quanta's high-resolution clock on every call (about 10-20 ns; the TSC where the CPU
 /// has an invariant one). The default clock of [`DirectLimiter::new`](crate::DirectLimiter::new).
 ///
+/// Where a decision's state is not in the cache (a keyed limiter over far more keys than the
+/// cache holds), a read of the time-stamp counter can cost much more than its own time: on the
+/// virtual machine of `docs/benchmarks.md` (an Intel Xeon under KVM), one bare read per decision
+/// over 1,000,000 keys took each decision from 57 to 125 ns (keys present) and from 87 to 169 ns
+/// (keys inserted), where a [`CoarseClock`](crate::CoarseClock) read added about 5 ns
+/// (`benches/peers/src/bin/clock_read_cost.rs`, medians of three rounds). Such tables decide
+/// faster on the coarse clock, if its lag (up to its upkeep interval) is acceptable.
+///
 /// ```
 /// use tollgate::{Clock, PreciseClock};
 ///
