@@ -563,3 +563,46 @@ impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, A, 
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, any(feature = "tower", feature = "redis")))]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::{LeakyBucket, Quota};
+
+    /// A clock one microsecond later at every read.
+    struct Stepping(AtomicU64);
+
+    impl Clock for Stepping {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_nanos(self.0.fetch_add(1_000, Ordering::Relaxed))
+        }
+    }
+
+    /// `check_slot` names the slot its own decision stored, on a clock that moves at every read:
+    /// the end is computed from the time the decision read (once, after the lookup), so the
+    /// shaper's refund finds that slot. An end computed from a second read would be a
+    /// microsecond off, and the refund would give nothing back.
+    #[test]
+    fn a_slot_end_is_the_one_its_decision_stored() {
+        let quota = Quota::per_second(10)
+            .and_then(|quota| quota.with_burst(5))
+            .unwrap();
+        let shaper = LeakyBucket::new(quota).unwrap();
+        let limiter = KeyedLimiter::with_clock(shaper, 4, Stepping(AtomicU64::new(1 << 40))).unwrap();
+        for max_delay in [None, Some(Duration::from_secs(1))] {
+            let ends: Vec<Timestamp> = (0..3)
+                .map(|_| {
+                    let (decision, end) = limiter.check_slot(&7, 1, max_delay).unwrap();
+                    assert!(decision.is_allowed(), "{max_delay:?}");
+                    end.expect("an admission names its slot")
+                })
+                .collect();
+            // Given back from the last: each is where the key's queue ends at that point.
+            for end in ends.iter().rev() {
+                assert!(limiter.refund_slot(&7, 1, *end), "{max_delay:?}: {end:?}");
+            }
+        }
+    }
+}
