@@ -460,10 +460,11 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// more instructions per hot-key decision, counted with callgrind). Returns the decision
     /// and the time `now` gave.
     ///
-    /// The time is read after the key's slot is loaded, not before: a decision needs it only
-    /// for the algorithm's step, and the lookup (hash, shard, slot) is a chain of dependent
-    /// loads. Reading the precise clock (the TSC) first held that chain back on the benchmark
-    /// machine; read after, the two overlap (`docs/design.md`, "Performance notes").
+    /// The time is read once the key's home slot is known and before that slot is loaded: a
+    /// decision needs it only for the algorithm's step, and finding the home (the hash, the
+    /// shard, its length) is a chain of dependent loads that the read held back when it came
+    /// first; read after the slot's load, it sat between that load and the CAS and lost more
+    /// CASes to a contended key (`docs/design.md`, "Performance notes").
     #[inline(always)]
     fn decide_by(
         &self,
@@ -474,8 +475,8 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         decide: impl Fn(u64, Timestamp) -> Transition,
     ) -> (Decision, Timestamp) {
         let (shard, home, fingerprint) = self.locate(key);
-        let found = shard.find(fingerprint, home);
         let now = now();
+        let found = shard.find(fingerprint, home);
         if let Some(found) = found {
             if let Ok(decision) = shard.update(found, |state| decide(state, now)) {
                 return (decision, now);
@@ -523,12 +524,12 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         }
     }
 
-    /// What a decision would answer, the time read after the lookup as in
-    /// [`decide_by`](Self::decide_by).
+    /// What a decision would answer, the time read where [`decide_by`](Self::decide_by) reads
+    /// it.
     fn peek_decision(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
-        let found = shard.find(fingerprint, home);
         let now = now();
+        let found = shard.find(fingerprint, home);
         match found {
             Some(found) => self.algorithm.decide(found.slot.state, now, cost).decision,
             // Absent: what a fresh key gets, if the key would find room.
@@ -581,7 +582,7 @@ mod tests {
     }
 
     /// `check_slot` names the slot its own decision stored, on a clock that moves at every read:
-    /// the end is computed from the time the decision read (once, after the lookup), so the
+    /// the end is computed from the time the decision read (once, during the lookup), so the
     /// shaper's refund finds that slot. An end computed from a second read would be a
     /// microsecond off, and the refund would give nothing back.
     #[test]

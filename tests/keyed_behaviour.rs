@@ -797,8 +797,8 @@ impl tollgate::Clock for CountingClock {
 
 /// Every decision reads its limiter's clock exactly once, wherever it goes: a key present or
 /// absent, a new key inserted, a weightless request, a full table under either policy. (A
-/// decision reads the clock after its lookup; a second read on some path would decide with two
-/// different times.)
+/// decision reads the clock in the middle of its lookup; a second read on some path would decide
+/// with two different times.)
 #[test]
 fn every_decision_reads_the_clock_once() {
     let once = |limiter: &KeyedLimiter<u64, TokenBucket, CountingClock>, what: &str, decide: &dyn Fn()| {
