@@ -476,8 +476,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     ) -> (Decision, Timestamp) {
         let (shard, home, fingerprint) = self.locate(key);
         let now = now();
-        let found = shard.find(fingerprint, home);
-        if let Some(found) = found {
+        if let Some(found) = shard.find(fingerprint, home) {
             if let Ok(decision) = shard.update(found, |state| decide(state, now)) {
                 return (decision, now);
             }
