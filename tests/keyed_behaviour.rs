@@ -808,7 +808,8 @@ fn every_decision_reads_the_clock_once() {
         assert_eq!(after - before, 1, "{what}");
     };
     for policy in [WhenFull::Refuse, WhenFull::Admit] {
-        // Room for one key: after key 1 takes it (with debt), key 2 finds the table full.
+        // A table for one key: key 1, then keys up to `slots`, fill its slots with debt, and the
+        // next key finds it full.
         let limiter = KeyedLimiter::with_clock(bucket(), 1, CountingClock::default())
             .unwrap()
             .when_full(policy);
@@ -838,7 +839,7 @@ fn every_decision_reads_the_clock_once() {
         once(&limiter, "check_n_within, present", &|| {
             let _ = limiter.check_n_within(&1, 1, within).unwrap();
         });
-        // Fill every slot (a table for one key may have more than one slot) with debt.
+        // The other slots (a table for one key has more than one slot).
         for key in 2..=slots {
             assert!(limiter.check(&key).is_allowed(), "{policy:?}");
         }
