@@ -314,9 +314,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         let now = || self.clock.now();
         let (decision, now) = match max_delay {
             Some(max) => self.decide_within(key, now, cost, max),
-            None => self.decide_by(key, now, cost, u64::MAX, |state, now| {
-                self.algorithm.decide(state, now, cost)
-            }),
+            None => self.decide_timed(key, now, cost),
         };
         Ok((decision, decision.slot_end(now)))
     }
@@ -431,10 +429,15 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// reads the time (the clock, or a time the caller supplied).
     #[inline]
     fn decide(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
+        self.decide_timed(key, now, cost).0
+    }
+
+    /// [`decide`](Self::decide), with the time it was decided at.
+    #[inline]
+    fn decide_timed(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> (Decision, Timestamp) {
         self.decide_by(key, now, cost, u64::MAX, |state, now| {
             self.algorithm.decide(state, now, cost)
         })
-        .0
     }
 
     /// [`decide`](Self::decide) for a request that waits at most `max_delay`, with the time it
