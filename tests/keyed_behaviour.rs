@@ -548,25 +548,41 @@ fn idle_reclaim_never_evicts_a_key_with_debt() {
 // The fingerprint
 // ---------------------------------------------------------------------------------------------
 
-/// The bound `docs/design.md` states: a key shares state with another only if their hashes
-/// agree on the 53 stored fingerprint bits, so among `n` live keys the chance is at most
-/// `n / 2^53`; at a million keys that is about `1.1e-10`, below the `1e-9` the design holds
-/// itself to. Exact integer arithmetic, no floats.
+/// The bound `docs/design.md` states ("Key identity"): a key shares state with another only if
+/// their hashes agree on the 53 stored fingerprint bits and on the bits that choose the shard,
+/// none of which is a fingerprint bit (`src/keyed/layout.rs`'s
+/// `the_shard_is_chosen_by_bits_the_fingerprint_does_not_hold`): 6 of them in a table of 64
+/// shards, as every table for 45,875 keys or more has. So among `n` live keys the chance is at
+/// most `n / 2^59`: about `1.7e-12` at a million keys, below the `1e-9` the design holds itself to
+/// up to about 576 million. Exact integer arithmetic, no floats.
 #[test]
 fn the_fingerprint_collision_bound() {
     const FINGERPRINT_BITS: u32 = 53;
+    const SHARD_BITS: u32 = 6;
+    let at_a_million = keyed::<u64, _>(token_bucket(1), 1_000_000);
+    assert!(
+        at_a_million.slots() >= 64 * 1024,
+        "64 shards of at least 1,024 slots"
+    );
     let n: u128 = 1_000_000;
-    let space: u128 = 1 << FINGERPRINT_BITS;
-    // n / 2^53 < 1e-9  <=>  n * 10^9 < 2^53
+    let space: u128 = 1 << (FINGERPRINT_BITS + SHARD_BITS);
+    // n / 2^59 < 1e-9  <=>  n * 10^9 < 2^59
     assert!(n * 1_000_000_000 < space);
-    // 1.1e-10 < n / 2^53 < 1.2e-10  <=>  11 * 2^53 < n * 10^11 < 12 * 2^53
-    assert!(11 * space < n * 100_000_000_000 && n * 100_000_000_000 < 12 * space);
-    // The bound holds up to about 9 million live keys: n * 10^9 < 2^53 for n = 9,000,000.
-    assert!(9_000_000 * 1_000_000_000 < space && 10_000_000 * 1_000_000_000 > space);
+    // 1.7e-12 < n / 2^59 < 1.8e-12  <=>  17 * 2^59 < n * 10^13 < 18 * 2^59
+    assert!(17 * space < n * 10_000_000_000_000 && n * 10_000_000_000_000 < 18 * space);
+    // The bound holds up to about 576 million live keys, not to 577 million.
+    assert!(576_000_000 * 1_000_000_000 < space && 577_000_000 * 1_000_000_000 > space);
+    // Without the shard's bits (the bound this test held until session 14): about 9 million.
+    let fingerprints = space >> SHARD_BITS;
+    assert!(9_000_000 * 1_000_000_000 < fingerprints);
+    // A table of s < 64 shards has fewer than 2,048 * s slots, so fewer keys than that, and
+    // n / (2^53 * s) < 2,048 / 2^53 < 2.3e-13  <=>  2,048 * 10^13 < 23 * 2^53.
+    assert!(2_048 * 10_000_000_000_000 < 23 * fingerprints);
     // A 16-bit tag would not do: n / 2^16 >= 1 at a million keys.
     assert!(n >= 1 << 16);
-    // Narrower than 50 bits, the bound is broken at a million keys.
-    assert!(n * 1_000_000_000 >= 1 << 49);
+    // Narrower than 44 bits of fingerprint, even with the shard's 6 bits the bound is broken at
+    // a million keys: n * 10^9 >= 2^(43 + 6).
+    assert!(n * 1_000_000_000 >= 1 << (43 + SHARD_BITS));
 }
 
 /// Keys that differ in a single bit are different keys, for integer and byte-string keys.

@@ -108,6 +108,30 @@ mod tests {
         );
     }
 
+    /// The collision bound in `docs/design.md` ("Key identity") multiplies the chance of the
+    /// same shard by that of the same fingerprint: it needs the bits that choose the shard to be
+    /// none of the fingerprint's.
+    #[test]
+    fn the_shard_is_chosen_by_bits_the_fingerprint_does_not_hold() {
+        for capacity in [1, 1_000, 45_874, 45_875, 100_000, 1_000_000, 1 << 40] {
+            let layout = TableLayout::for_capacity(capacity, 16).unwrap();
+            let choosing: Vec<u32> = (0..u64::BITS)
+                .filter(|&bit| layout.shard(1 << bit) != 0)
+                .collect();
+            assert_eq!(
+                choosing.len() as u32,
+                layout.shards().ilog2(),
+                "capacity {capacity}"
+            );
+            for bit in choosing {
+                assert_eq!((1 << bit) & FINGERPRINT_MASK, 0, "capacity {capacity}, bit {bit}");
+            }
+        }
+        // 64 shards from 65,536 slots on: ceil(45,875 * 10 / 7) = 65,536.
+        assert_eq!(TableLayout::for_capacity(45_874, 16).unwrap().shards(), 32);
+        assert_eq!(TableLayout::for_capacity(45_875, 16).unwrap().shards(), 64);
+    }
+
     #[test]
     fn homes_stay_inside_the_shard() {
         for hash in [0, 1, u64::MAX, 0x8000_0000_0000_0000, 0x1234_5678_9abc_def0] {
