@@ -675,6 +675,56 @@ async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
     }
 }
 
+/// A shortened sliding window whose old count is past what the new window's state packs
+/// (20,000/min to 10/s: a 1 s window's count field holds 16,383): Redis carries the count whole
+/// and the reply is decided on it as sent. (The reply was once rebuilt through a packed state,
+/// which clamped the count to 16,383: where that admitted and the true count refused, the reply
+/// "disagreed" and the failure policy decided.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_shortened_window_decides_on_counts_past_its_count_field() {
+    let server = RedisServer::start();
+    let minute = SlidingWindow::new("20000/min".parse().unwrap()).unwrap();
+    let second = SlidingWindow::new("10/s".parse().unwrap()).unwrap();
+    assert!(
+        second.max_limit() < 20_000,
+        "the count must not fit the new window's field"
+    );
+    let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT + 10));
+    let before = client_time_limiter(&server, minute, &clock, "field:").await;
+    let after = client_time_limiter(&server, second, &clock, "field:").await;
+    assert!(before.check_n("k", 20_000).await.unwrap().is_allowed());
+    // The minute reaches into this second: its 20,000 units count in it (refused), and the
+    // refusal writes the state under the 1 s window.
+    let converted = after.check("k").await.unwrap();
+    assert_eq!(
+        (converted.decided_by, converted.failure),
+        (DecidedBy::Redis, None)
+    );
+    assert!(!converted.is_allowed());
+    // The next second, 500 us before its end: the 20,000 units of the second before weigh
+    // 20,000 * 500 us, 10 units' worth, so one more is refused; it passes once they weigh 9,
+    // 450 us before the end: retry after exactly 50 us.
+    let late = Timestamp::from_nanos((HALF_PAST_EIGHT + 11) * 1_000_000_000 + 999_500_000);
+    clock.set(late);
+    let refused = after.check("k").await.unwrap();
+    assert_eq!(
+        (refused.decided_by, refused.failure),
+        (DecidedBy::Redis, None),
+        "{refused:?}"
+    );
+    assert!(!refused.is_allowed(), "{refused:?}");
+    assert_eq!(refused.decision.retry_after(), Duration::from_micros(50));
+    assert_eq!(refused.decision.remaining(), 0);
+    clock.advance(Duration::from_micros(50));
+    let admitted = after.check("k").await.unwrap();
+    assert_eq!(
+        (admitted.decided_by, admitted.failure),
+        (DecidedBy::Redis, None),
+        "{admitted:?}"
+    );
+    assert!(admitted.is_allowed(), "{admitted:?}");
+}
+
 /// During a rolling change from 10/d to 10/h, the new length decides: an hourly instance takes
 /// the key into its hour; once it decides again in a later hour (the sliding window: two hours
 /// on), the day's units are gone for the daily instances too, which admit all but what the

@@ -175,8 +175,8 @@ fn fixed_window(limit: u64, admitted: i64, count: i64, until_end: i64, cost: u64
 }
 
 /// The sliding window reply: the counts the script decided on, and where the window starts
-/// relative to now. Rebuilt in window 2 (or later, if the clock went back past the start), and
-/// decided again by the core.
+/// relative to now. Placed in window 2 (or later, if the clock went back past the start), and
+/// decided again by the core's arithmetic on those counts.
 fn sliding_window(
     window: &crate::SlidingWindow,
     admitted: i64,
@@ -197,10 +197,9 @@ fn sliding_window(
         .checked_add(elapsed)?
         .checked_sub(ahead)?
         .checked_mul(MICROS)?;
-    let state = window.state(index, previous, current);
-    let decision = window
-        .decide(state.raw(), Timestamp::from_nanos(now), cost)
-        .decision;
+    // Not through a packed state: counts carried across a change of window (the script's
+    // conversion) may exceed this window's count field, which `SlidingWindow::state` clamps.
+    let (decision, _) = window.decide_counts(index, previous, current, Timestamp::from_nanos(now), cost);
     (decision.is_allowed() == (admitted == 1) && (admitted == 0 || admitted == 1)).then_some(decision)
 }
 

@@ -13,10 +13,9 @@ impl SlidingWindow {
     /// end of representable time, and for quotas whose `limit * w` exceeds a `u64` or what one
     /// multiplication divides by `w` exactly (`fast_end == 0`).
     pub(super) fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        let now = now.as_nanos();
         let stored = SlidingWindowState(state);
         let stored_index = stored.index(self);
-        let now_index = self.layout.index_of(now);
+        let now_index = self.layout.index_of(now.as_nanos());
         let (index, previous, current) = match now_index.checked_sub(stored_index) {
             Some(0) => (stored_index, stored.previous(self), stored.current(self)),
             Some(1) => (now_index, stored.current(self), 0),
@@ -25,12 +24,39 @@ impl SlidingWindow {
             // start, where the previous window weighs the most. No time has passed.
             None => (stored_index, stored.previous(self), stored.current(self)),
         };
+        let (decision, total) = self.decide_counts(index, previous, current, now, cost);
+        match total {
+            Some(total) => Transition {
+                state: self.layout.pack(index, &[total, previous]),
+                decision,
+            },
+            None => Transition::refuse(state, decision),
+        }
+    }
+
+    /// The decision for `cost` units at `now` in window `index` (which starts at or before
+    /// `now`, or after it only when the clock went back), holding `current` units after a
+    /// previous window of `previous`, and the current count to store (`None`: nothing to
+    /// store, a refusal or a weightless request). The counts may be any `u64`, not only what a
+    /// state packs: the Redis backend decides its replies here, whose counts carried across a
+    /// change of window may exceed this window's count field.
+    pub(crate) fn decide_counts(
+        &self,
+        index: u64,
+        previous: u64,
+        current: u64,
+        now: Timestamp,
+        cost: u64,
+    ) -> (Decision, Option<u64>) {
+        let now = now.as_nanos();
         // The current window's start is at most `now` (or, after a step back, the stored one's).
         let window_start = self.layout.start_of(index).unwrap_or(u64::MAX);
         let elapsed = now.saturating_sub(window_start);
         let w = u128::from(self.layout.window());
         let budget = self.budget;
-        let used = u128::from(previous) * (w - u128::from(elapsed)) + u128::from(current) * w;
+        // `elapsed < w` for a window holding `now`; `min` keeps a caller's other window from
+        // wrapping the weight.
+        let used = u128::from(previous) * (w - u128::from(elapsed).min(w)) + u128::from(current) * w;
         let until = |at: Option<u64>| nanos_until(at, now);
         let reset_at = |current: u64| match (previous, current) {
             (_, 1..) => self.layout.start_of(index.checked_add(2)?),
@@ -41,28 +67,20 @@ impl SlidingWindow {
         // A weightless request is always allowed and stores nothing, even when the clock stepped
         // back to where the previous window weighs more than the limit.
         if after <= budget || cost == 0 {
-            let total = current + cost;
-            Transition {
-                state: if cost == 0 {
-                    state
-                } else {
-                    self.layout.pack(index, &[total, previous])
-                },
-                decision: Decision::allowed(
-                    self.units_in(budget.saturating_sub(after)),
-                    until(reset_at(total)),
-                    0,
-                ),
-            }
+            let total = current.saturating_add(cost);
+            let decision = Decision::allowed(
+                self.units_in(budget.saturating_sub(after)),
+                until(reset_at(total)),
+                0,
+            );
+            (decision, (cost > 0).then_some(total))
         } else {
-            Transition::refuse(
-                state,
-                Decision::denied(
-                    self.units_in(budget.saturating_sub(used)),
-                    until(self.first_pass(index, previous, current, cost)),
-                    until(reset_at(current)),
-                ),
-            )
+            let decision = Decision::denied(
+                self.units_in(budget.saturating_sub(used)),
+                until(self.first_pass(index, previous, current, cost)),
+                until(reset_at(current)),
+            );
+            (decision, None)
         }
     }
 
