@@ -472,6 +472,11 @@ pub(super) fn classify(
 ) -> Result<Failure, RedisCheckError> {
     match error.code() {
         Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
+        // The same before Redis 7.0, wrapped in an `ERR` (the scripts' own `TOLLGATE_*` errors
+        // are replies, never wrapped): the `GET` of the decided key met another type.
+        Some("ERR") if is_wrapped_script_error(error, "WRONGTYPE") => {
+            return Err(RedisCheckError::WrongType { key })
+        }
         Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
         Some("TOLLGATE_OTHER_WRONGTYPE") => {
             return Err(RedisCheckError::WrongType {
@@ -633,10 +638,21 @@ impl RedisLimiterBuilder {
 /// to f_...): @user_script:41: @user_script: 41: -OOM command not allowed when used memory >
 /// 'maxmemory'.`). Redis 7.0 and later answer the command's own code, `OOM`.
 fn is_script_out_of_memory(error: &RedisError) -> bool {
+    is_wrapped_script_error(error, "OOM")
+}
+
+/// Whether `error` is a command's `code` error inside a script, as Redis before 7.0 answers it
+/// (wrapped in an `ERR`, as for [`is_script_out_of_memory`]).
+fn is_wrapped_script_error(error: &RedisError, code: &str) -> bool {
     error.code() == Some("ERR")
-        && error
-            .detail()
-            .is_some_and(|detail| detail.starts_with("Error running script") && detail.contains(": -OOM "))
+        && error.detail().is_some_and(|detail| {
+            detail.starts_with("Error running script")
+                && detail.match_indices(": -").any(|(at, _)| {
+                    detail[at + 3..]
+                        .strip_prefix(code)
+                        .is_some_and(|rest| rest.starts_with(' '))
+                })
+        })
 }
 
 #[cfg(test)]
@@ -714,6 +730,30 @@ mod tests {
         assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
         // Another script error stays a server error.
         let reply = b"-ERR Error running script (call to f_8f): @user_script:3: -BUSYKEY Target key name already exists.\r\n";
+        let error = redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply");
+        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
+    }
+
+    /// Likewise a key of another type met by a script's `GET` (Redis 5 and 6): the typed error
+    /// that Redis 7 gives, not a failure for the policy to answer (which, failing open, would
+    /// admit that key's every request uncounted). A `WRONGTYPE` only named in the message of
+    /// another error is not one.
+    #[test]
+    fn a_key_of_another_type_inside_a_script_before_redis_7_is_a_typed_error() {
+        let reply = b"-ERR Error running script (call to f_84c51cec304677c1c8508656a2f0d8a820275e33): \
+            @user_script:29: @user_script: 29: -WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+        let error = redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply");
+        assert_eq!(
+            classify(&error, "tollgate:{k}:tb2".to_owned(), None),
+            Err(RedisCheckError::WrongType {
+                key: "tollgate:{k}:tb2".to_owned()
+            })
+        );
+        let reply = b"-ERR Error running script (call to f_8f): @user_script:3: -BUSYKEY not -WRONGTYPEs\r\n";
         let error = redis::parse_redis_value(reply)
             .and_then(Value::extract_error)
             .expect_err("an error reply");
