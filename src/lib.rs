@@ -43,9 +43,11 @@
 //! [`PreciseClock`] reads quanta on every decision; [`CoarseClock`] reads a timestamp refreshed
 //! every millisecond by one shared thread (cheaper; its lag of up to 1 ms, which varies between
 //! readings, lets a quota over a real span stretch by up to that lag); [`ManualClock`] moves only
-//! when told. A clock may step backwards: a limiter then decides as if no time had passed, and
-//! admits no more because of it (a keyed limiter's forgotten keys aside: `docs/design.md`, "Time
-//! that goes backwards").
+//! when told. A clock may step backwards: no limiter panics, refills or admits more because of
+//! it. The buckets decide at the earlier time, so a step back can only refuse more (for up to
+//! about as long as the step); the windows stay in the window they stored; the sliding log
+//! decides as if the clock had stood still (a keyed limiter's forgotten keys aside:
+//! `docs/design.md`, "Time that goes backwards").
 //!
 //! The design (bit layouts, the CAS loop, orderings, clocks) is in `docs/design.md`.
 
