@@ -392,6 +392,24 @@ where
     })
 }
 
+/// The wait runs from the decision, not from the response future's first poll: a future
+/// polled late (a busy executor, a buffer, a caller that awaits later) still forwards its request
+/// at its slot, not a whole delay after it, when it could go out with the next request's slot.
+#[tokio::test(start_paused = true)]
+async fn a_wait_counts_from_the_decision_not_from_the_first_poll() -> Result<(), Error> {
+    let limiter = Arc::new(ten_second_shaper()?);
+    let mut service = shaping_service(&limiter);
+    let start = tokio::time::Instant::now();
+    hold(&mut service).await.await?;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // Decided now, given the slot 10 s on; first polled only 10 s later.
+    let second = hold(&mut service).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    second.await?;
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    Ok(())
+}
+
 /// A client in the middle of the queue hangs up: its slot passes unused, and the next request
 /// is scheduled after the last one waiting, not with it (the unconditional refund gave E the
 /// 30 s of D). Tokio's clock is paused, so each answer comes exactly at its timer.

@@ -151,7 +151,7 @@ where
         // the request reaches the inner service, even before its first poll, gives it back.
         match hold_slot(shared, key, delay, origin, grpc) {
             Ok(slot) => {
-                let shaped = wait_and_forward(slot, delay, self.inner.clone(), head, body, fields);
+                let shaped = wait_and_forward(slot, self.inner.clone(), head, body, fields);
                 ResponseFuture::slow(Box::pin(shaped))
             }
             Err(refused) => ResponseFuture::own(*refused),
@@ -286,7 +286,7 @@ where
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
     }
-    Ok(Slot::taken(Arc::clone(shared), key, COST, origin))
+    Ok(Slot::taken(Arc::clone(shared), key, COST, origin, delay))
 }
 
 /// The asynchronous path of a limiter that decides elsewhere (`decide_now_within` gave `None`):
@@ -326,17 +326,16 @@ where
         return forward(inner, head, body, fields).await;
     }
     match hold_slot(&shared, key, delay, origin, grpc) {
-        Ok(slot) => wait_and_forward(slot, delay, inner, head, body, fields).await,
+        Ok(slot) => wait_and_forward(slot, inner, head, body, fields).await,
         Err(refused) => Ok(refused.map(Either::Right)),
     }
 }
 
-/// A shaped request: waits `delay` for its `slot`, then for `inner` to be ready, then is
+/// A shaped request: waits for its `slot` to be due, then for `inner` to be ready, then is
 /// forwarded. The slot is given back if this future is dropped (or `inner` fails to get ready)
 /// before the request reaches `inner`.
 async fn wait_and_forward<S, L, X, ReqBody, ResBody>(
     slot: Slot<L, X>,
-    delay: Duration,
     mut inner: S,
     head: Parts,
     body: ReqBody,
@@ -347,7 +346,7 @@ where
     L: RateLimiter<X::Key>,
     X: KeyExtractor,
 {
-    let slot = slot.wait(delay).await;
+    let slot = slot.wait().await;
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     // From here the request is the inner service's: the slot is used.
     slot.used();

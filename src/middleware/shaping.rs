@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::key::KeyExtractor;
 use super::layer::Shared;
 use super::limiter::{Origin, RateLimiter};
@@ -35,23 +37,40 @@ pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     cost: u64,
     /// Where the limiter counted it: where it goes back.
     origin: Origin,
+    /// When the slot comes: the decision's delay from the moment it was held, not from the
+    /// first poll of the future that waits for it (which a busy executor or a caller that
+    /// awaits later may put off). `None` past the timer's range: wait the delay as given.
+    due: Option<Instant>,
+    delay: Duration,
 }
 
 impl<L: RateLimiter<X::Key>, X: KeyExtractor> Slot<L, X> {
-    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`, at `origin`.
-    pub(crate) fn taken(shared: Arc<Shared<L, X>>, key: X::Key, cost: u64, origin: Origin) -> Self {
+    /// Holds the slot of weight `cost` the layer's limiter just counted for `key`, at `origin`,
+    /// due `delay` from now.
+    pub(crate) fn taken(
+        shared: Arc<Shared<L, X>>,
+        key: X::Key,
+        cost: u64,
+        origin: Origin,
+        delay: Duration,
+    ) -> Self {
         Slot {
             shared,
             key: Some(key),
             cost,
             origin,
+            due: Instant::now().checked_add(delay),
+            delay,
         }
     }
 
-    /// Waits `delay` (a tokio timer) for the slot, and hands it back, still held: the request
+    /// Waits (a tokio timer) until the slot is due, and hands it back, still held: the request
     /// may still have to wait for the inner service to be ready.
-    pub(crate) async fn wait(self, delay: Duration) -> Self {
-        tokio::time::sleep(delay).await;
+    pub(crate) async fn wait(self) -> Self {
+        match self.due {
+            Some(due) => tokio::time::sleep_until(due).await,
+            None => tokio::time::sleep(self.delay).await,
+        }
         self
     }
 
@@ -75,6 +94,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> fmt::Debug for Slot<L, X> {
             .field("used", &self.key.is_none())
             .field("cost", &self.cost)
             .field("origin", &self.origin)
+            .field("delay", &self.delay)
             .finish_non_exhaustive()
     }
 }
