@@ -99,28 +99,39 @@ pub(crate) struct Fields {
 pub(crate) const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 
 /// The `q` and `w` announced for `policy`: `w` the window in whole seconds, rounded up (at
-/// least 1, as the draft wants), and `q` the quota scaled to that window, rounded down: never
-/// more than the limiter admits in `w` seconds at its sustained rate. Computed from the exact
-/// window (a bucket's need not be whole nanoseconds: `"3/s burst 1"` fills in a third of a
+/// least 1, as the draft wants, and at most [`SF_INTEGER_MAX`]), and `q` the quota scaled to that
+/// window, rounded down: never more than the limiter admits in `w` seconds. Computed from the
+/// exact window (a bucket's need not be whole nanoseconds: `"3/s burst 1"` fills in a third of a
 /// second, and is announced `q=3;w=1`), and `q` clamped to [`SF_INTEGER_MAX`].
 ///
-/// A bucket runs at its emission interval `T`, the exact one rounded up to whole nanoseconds
-/// (up to 1% slower), so `q` is also at most what it admits in `w` seconds starting full
-/// ([`bucket_admits`]): `"999999/s burst 1"` (`T` = 1001 ns) is `q=999001;w=1`.
+/// Scaling assumes the limiter gives its quota again in every window. Two do not:
+/// - a bucket runs at its emission interval `T`, the exact one rounded up to whole nanoseconds
+///   (up to 1% slower), so `q` is also at most what it admits in `w` seconds starting full
+///   ([`bucket_admits`]): `"999999/s burst 1"` (`T` = 1001 ns) is `q=999001;w=1`;
+/// - a sliding window counter admits one unit less in a window after a used one
+///   ([`sliding_admits`]): `"7/250ms"` is `q=25;w=1`, not 28.
 fn announced(policy: Policy) -> (u64, u64) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     let ExactWindow { nanos, per } = policy.exact_window();
     // The window is `nanos / per` ns, so `w` seconds are `w * NANOS_PER_SEC * per` in its units.
     let second = NANOS_PER_SEC * per;
     let nanos = nanos.max(1);
-    let w = nanos.div_ceil(second).max(1);
-    let q = match w.checked_mul(second) {
-        Some(rounded) if rounded == nanos => u128::from(policy.quota),
-        // `rounded > nanos`, so the scaled quota is at least `quota`: on overflow, `quota`
-        // itself still promises no more than the limiter gives.
-        rounded => rounded
-            .and_then(|rounded| u128::from(policy.quota).checked_mul(rounded))
-            .map_or(u128::from(policy.quota), |units| units / nanos),
+    let quota = u128::from(policy.quota);
+    // A structured-field integer has at most 15 digits: a longer window (over 31 million years,
+    // only from `Policy::new`) is announced as the longest that fits, with `q` scaled down.
+    let w = nanos.div_ceil(second).clamp(1, u128::from(SF_INTEGER_MAX));
+    let span = w.checked_mul(second);
+    let q = match span {
+        Some(span) if span == nanos => quota,
+        // Shortened to fit: scaled down. (No overflow in `span`: it is below `nanos`.)
+        Some(span) if span < nanos => quota
+            .checked_mul(span)
+            .map_or_else(|| quota / nanos.div_ceil(span), |units| units / nanos),
+        // `span > nanos`, so the scaled quota is at least `quota`: on overflow, `quota` itself
+        // still promises no more than the limiter gives.
+        span => span
+            .and_then(|span| quota.checked_mul(span))
+            .map_or(quota, |units| units / nanos),
     };
     let q = match policy.refill {
         Refill::Steady { interval, .. } => q.min(bucket_admits(
@@ -128,10 +139,27 @@ fn announced(policy: Policy) -> (u64, u64) {
             interval,
             w.saturating_mul(NANOS_PER_SEC),
         )),
+        // Whole windows in the span: at least one unless it was shortened to fit, where the
+        // scaled `q` is already below the quota.
+        Refill::Sliding => match span.map_or(u128::MAX, |span| span / nanos) {
+            0 => q,
+            windows => q.min(sliding_admits(policy.quota, windows)),
+        },
         Refill::AtWindowEnd | Refill::Unknown => q,
     };
     let q = u64::try_from(q).unwrap_or(u64::MAX).min(SF_INTEGER_MAX);
     (q, u64::try_from(w).unwrap_or(u64::MAX))
+}
+
+/// The fewest requests of weight 1 a sliding window counter of `limit` per window admits, when
+/// asked at every instant, in a span of `windows` whole windows (at least 1) starting fresh,
+/// wherever the span starts: `limit` in the window of its first request, then `limit - 1` in
+/// each later one. A window after one that admitted `p >= 1` units admits at most `limit - 1`:
+/// `p * (w - e) + (c + 1) * w <= limit * w` needs `c + 1 < limit` for every `e` before the
+/// window's end, and `limit - 1` is reached (at the window's end `p` weighs almost nothing).
+fn sliding_admits(limit: u64, windows: u128) -> u128 {
+    let later = windows.saturating_sub(1);
+    u128::from(limit).saturating_add(later.saturating_mul(u128::from(limit.saturating_sub(1))))
 }
 
 /// The most requests of weight 1 a bucket of `burst` units, one coming back every `interval`,
@@ -259,7 +287,7 @@ impl Fields {
                 Some(nanos(next))
             }
             Refill::AtWindowEnd => Some(decision.reset_after()),
-            Refill::Unknown => None,
+            Refill::Sliding | Refill::Unknown => None,
         }
     }
 
@@ -443,6 +471,119 @@ mod tests {
         Ok(())
     }
 
+    /// Every request a client sends at once, then again whenever told (`retry_after`), for `span`
+    /// from `start` on `clock`, to a fresh limiter (`check`, after `reset`): how many pass.
+    fn admitted_greedily(
+        check: impl Fn() -> Decision,
+        clock: &ManualClock,
+        start: crate::Timestamp,
+        span: Duration,
+    ) -> u64 {
+        clock.set(start);
+        let end = start.as_nanos() + span.as_nanos() as u64;
+        let mut admitted = 0;
+        while crate::Clock::now(clock).as_nanos() < end {
+            let decision = check();
+            if decision.is_allowed() {
+                admitted += 1;
+            } else {
+                clock.advance(decision.retry_after().max(Duration::from_nanos(1)));
+            }
+        }
+        admitted
+    }
+
+    /// What `announced` promises, `q` requests in `w` seconds, a client gets: sending greedily
+    /// to a fresh limiter for `w` seconds, starting at a window's start or anywhere in it, it is
+    /// admitted at least `q` times, for each algorithm, on windows of whole seconds and not.
+    #[test]
+    fn an_announced_quota_is_admitted_in_its_window() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LogLimiter, SlidingLog, Timestamp};
+        fn check(
+            quota: &str,
+            policy: Policy,
+            window: Duration,
+            clock: &ManualClock,
+            limiter: impl Fn(bool) -> Decision,
+        ) {
+            let (q, w) = announced(policy);
+            let window = window.as_nanos() as u64;
+            // Far from time zero, on a window's start (the windows are aligned to the epoch).
+            let base = 1_000_000 * window;
+            for offset in [0, 1, window / 3, window / 2, window - 1] {
+                let _ = limiter(true);
+                let start = Timestamp::from_nanos(base + offset);
+                let got = admitted_greedily(|| limiter(false), clock, start, Duration::from_secs(w));
+                assert!(
+                    got >= q,
+                    "{quota}: announced q={q};w={w}, admitted {got} from offset {offset} ns"
+                );
+            }
+        }
+        fn direct<A: crate::algorithm::Algorithm + AnnouncedPolicy>(
+            quota: &str,
+            algorithm: A,
+            window: Duration,
+        ) {
+            let policy = algorithm.policy();
+            let clock = ManualClock::new();
+            let limiter = DirectLimiter::with_clock(algorithm, clock.clone());
+            check(quota, policy, window, &clock, |reset| match reset {
+                true => {
+                    limiter.reset();
+                    Decision::allowed(0, 0, 0)
+                }
+                false => limiter.check(),
+            });
+        }
+        for quota in [
+            "7/250ms",
+            "10/100ms",
+            "3/500ms",
+            "5 per 1500ms",
+            "100/min",
+            "5/s",
+            "4/300ms",
+        ] {
+            let parsed: Quota = quota.parse()?;
+            let window = parsed.period();
+            direct(quota, SlidingWindow::new(parsed)?, window);
+            direct(quota, FixedWindow::new(parsed)?, window);
+            direct(quota, TokenBucket::new(parsed)?, window);
+            let log = SlidingLog::new(parsed)?;
+            let clock = ManualClock::new();
+            let policy = log.policy();
+            let limiter = LogLimiter::with_clock(log, clock.clone());
+            check(quota, policy, window, &clock, |reset| match reset {
+                true => {
+                    limiter.reset();
+                    Decision::allowed(0, 0, 0)
+                }
+                false => limiter.check(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A window longer than a structured-field integer of seconds (only from `Policy::new`) is
+    /// announced as the longest that fits, its quota scaled down with it.
+    #[test]
+    fn a_window_past_fifteen_digits_of_seconds_is_shortened_and_its_quota_scaled() {
+        let policy = Policy::new(1_000, Duration::from_secs(10_000_000_000_000_000));
+        assert_eq!(announced(policy), (99, SF_INTEGER_MAX));
+        assert_eq!(announcement(policy), r#""default";q=99;w=999999999999999"#);
+        let policy = Policy::new(u64::MAX, Duration::MAX);
+        let (q, w) = announced(policy);
+        assert_eq!(w, SF_INTEGER_MAX);
+        // u64::MAX units per just over u64::MAX seconds: just under one a second, so fewer than
+        // w in w seconds (the product overflows: divided by the whole windows' ratio rounded up,
+        // 18,447, which costs 0.002%).
+        assert!(
+            q < SF_INTEGER_MAX && q > SF_INTEGER_MAX - SF_INTEGER_MAX / 10_000,
+            "{q}"
+        );
+    }
+
     /// The `RateLimit-Policy` value announced for `policy`.
     fn announcement(policy: Policy) -> HeaderValue {
         Fields::new(QuotedName::default_name(), policy).policy_value
@@ -455,9 +596,11 @@ mod tests {
             announcement(TokenBucket::new("10/s burst 1".parse()?)?.policy()),
             r#""default";q=10;w=1"#
         );
+        // 7 in the first 250 ms, then 6 in each of the next three (a sliding window counter
+        // admits one less after a used window): 25, not 28.
         assert_eq!(
             announcement(SlidingWindow::new("7/250ms".parse()?)?.policy()),
-            r#""default";q=28;w=1"#
+            r#""default";q=25;w=1"#
         );
         // 5 per 1.5 s is 6.67 per 2 s: 6, never more than the limiter gives.
         assert_eq!(

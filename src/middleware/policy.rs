@@ -119,15 +119,24 @@ pub(crate) enum Refill {
     },
     /// All at once when the window ends (the fixed window): at `reset_after`.
     AtWindowEnd,
-    /// At times a `Decision` does not tell (the sliding window and log, whose units come back
-    /// as old requests leave the window, or a limiter of your own): admitted responses carry no
+    /// As the previous window's count weighs less (the sliding window counter): at times a
+    /// `Decision` does not tell, as for `Unknown`; and a window after a used one admits one unit
+    /// less than the limit, which the announced `q` of a window scaled up to whole seconds
+    /// accounts for.
+    Sliding,
+    /// At times a `Decision` does not tell (the sliding log, whose units come back as old
+    /// requests leave the window, or a limiter of your own): admitted responses carry no
     /// `t` (the draft makes it optional).
     Unknown,
 }
 
 /// An algorithm whose parameters can be announced as a [`Policy`].
 ///
-/// - Windows ([`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]): `limit` per window.
+/// - Windows ([`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]): `limit` per window. A
+///   window that is not a whole number of seconds is announced over the whole seconds that
+///   hold it, `q` scaled down; a sliding window counter admits one unit less in every window
+///   after its first, which that `q` counts: `"7/250ms"` is `q=25;w=1` (`q=28;w=1` for the
+///   fixed window and the log).
 /// - Buckets ([`TokenBucket`], [`LeakyBucket`]): `burst` per the time an empty bucket takes to
 ///   fill again (`burst * period / count`): `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is
 ///   `q=20;w=2`. That time is the quota's exact one, not the emission interval's, which is
@@ -178,7 +187,10 @@ impl AnnouncedPolicy for FixedWindow {
 
 impl AnnouncedPolicy for SlidingWindow {
     fn policy(&self) -> Policy {
-        Policy::new(self.limit(), self.window())
+        Policy {
+            refill: Refill::Sliding,
+            ..Policy::new(self.limit(), self.window())
+        }
     }
 }
 
@@ -230,7 +242,10 @@ mod tests {
         );
         assert_eq!(
             SlidingWindow::new("7/250ms".parse()?)?.policy(),
-            Policy::new(7, Duration::from_millis(250))
+            Policy {
+                refill: Refill::Sliding,
+                ..Policy::new(7, Duration::from_millis(250))
+            }
         );
         assert_eq!(
             SlidingLog::new("5/10s".parse()?)?.policy(),
