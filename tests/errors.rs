@@ -567,7 +567,7 @@ fn syntax_errors_quote_the_input_and_say_what_was_expected() {
         ),
         ("10/-5s", &["unknown time unit \"-5s\""]),
         ("10/10", &["the period \"10\" has no unit", "10s"]),
-        ("10/", &["the period \"\" has no unit"]),
+        ("10/", &["the period is missing"]),
         (
             "10/99999999999999999999s",
             &["period must be a whole number", "found \"99999999999999999999\""],
@@ -595,6 +595,39 @@ fn syntax_errors_quote_the_input_and_say_what_was_expected() {
         parse_err("10/fortnight").to_string(),
         "invalid quota \"10/fortnight\": unknown time unit \"fortnight\"; expected one of ns, us, ms, s, min, h, d"
     );
+}
+
+#[test]
+fn a_missing_period_a_word_for_a_period_and_a_second_burst_are_named() {
+    // Each was once reported as something else: a period `""` with no unit, text after a
+    // period that was never given, a burst that is not a whole number.
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("10/burst 5", &["the period is missing", "100/min"], "has no unit"),
+        ("10 per burst 5", &["the period is missing"], "has no unit"),
+        ("10/", &["the period is missing"], "has no unit"),
+        (
+            "10 per per s",
+            &["expected a period", "found \"per s\"", "10s"],
+            "after the period",
+        ),
+        (
+            "10/s burst 20 burst 30",
+            &["`burst` is given twice", "found \"20 burst 30\""],
+            "must be a whole number",
+        ),
+        (
+            "10/s burst burst 30",
+            &["`burst` is given twice"],
+            "must be a whole number",
+        ),
+    ];
+    for &(text, needles, misleading) in cases {
+        let err = parse_err(text);
+        assert_eq!(err.quota_error(), None, "{text:?}");
+        let message = err.to_string();
+        assert_mentions(&message, needles);
+        assert!(!message.contains(misleading), "{text:?}: {message}");
+    }
 }
 
 #[test]

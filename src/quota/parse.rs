@@ -31,10 +31,13 @@ enum Reason {
     Empty,
     NoSeparator,
     BadCount { what: &'static str, found: String },
+    NoPeriod,
+    NotAPeriod { found: String },
     NoUnit { found: String },
     UnknownUnit { found: String },
     FractionalPeriod { found: String },
     UnexpectedTail { found: String },
+    RepeatedBurst { found: String },
     Invalid(QuotaError),
 }
 
@@ -64,6 +67,13 @@ impl fmt::Display for ParseQuotaError {
                     u64::MAX
                 )
             }
+            Reason::NoPeriod => f.write_str(
+                "the period is missing; expected `<count>/<period>`, for example `100/min` or `10/s burst 20`",
+            ),
+            Reason::NotAPeriod { found } => write!(
+                f,
+                "expected a period (a unit, after a number or alone: `10s`, `500 ms`, `min`), found {found:?}"
+            ),
             Reason::NoUnit { found } => write!(
                 f,
                 "the period {found:?} has no unit; write one of ns, us, ms, s, min, h, d (for example `10s`)"
@@ -84,6 +94,10 @@ impl fmt::Display for ParseQuotaError {
                     "unexpected {found:?} after the period; the only option is `burst <count>`"
                 )
             }
+            Reason::RepeatedBurst { found } => write!(
+                f,
+                "`burst` is given twice (found {found:?} after the first); expected `burst <count>` once"
+            ),
             Reason::Invalid(error) => fmt::Display::fmt(error, f),
         }
     }
@@ -151,7 +165,7 @@ impl FromStr for Quota {
         };
         let mut quota = Quota::new(count, period).map_err(|e| fail(Reason::Invalid(e)))?;
         if let Some(burst_text) = burst_text {
-            let burst = parse_count(burst_text, "burst").map_err(fail)?;
+            let burst = parse_burst(burst_text).map_err(fail)?;
             quota = quota.with_burst(burst).map_err(|e| fail(Reason::Invalid(e)))?;
         }
         Ok(quota)
@@ -181,6 +195,16 @@ fn split_separator(text: &str) -> Option<(&str, &str)> {
     (!rest.trim().is_empty()).then_some((&text[..count_end], rest))
 }
 
+/// The count after `burst`, which must not hold a second `burst`.
+fn parse_burst(text: &str) -> Result<u64, Reason> {
+    if burst_keyword(text).is_some() {
+        return Err(Reason::RepeatedBurst {
+            found: text.to_owned(),
+        });
+    }
+    parse_count(text, "burst")
+}
+
 /// A whole number with optional `_` separators. Zero parses (the quota rejects it with a typed
 /// error); anything else that is not a `u64` is a parse error.
 fn parse_count(text: &str, what: &'static str) -> Result<u64, Reason> {
@@ -200,6 +224,10 @@ fn parse_count(text: &str, what: &'static str) -> Result<u64, Reason> {
 
 /// `[count] unit` to nanoseconds (a `u128` cannot overflow: both factors are `u64`s).
 fn parse_period(text: &str) -> Result<u128, Reason> {
+    // `10/`, `10/burst 5`: nothing between the separator and the end or `burst`.
+    if text.is_empty() {
+        return Err(Reason::NoPeriod);
+    }
     let unit_at = text
         .find(|c: char| !(c.is_ascii_digit() || c == '_'))
         .unwrap_or(text.len());
@@ -224,22 +252,37 @@ fn parse_period(text: &str) -> Result<u128, Reason> {
     } else {
         parse_count(number, "period")?
     };
-    let unit_nanos = UNITS
+    let nanos = unit_nanos(unit).ok_or_else(|| unit_error(text, unit))?;
+    Ok(u128::from(multiplier) * u128::from(nanos))
+}
+
+/// Why `unit`, the part of the period `text` after its number, is not a unit: one word is an
+/// unknown unit; several are a period followed by something else (`s queue 4`) when the first
+/// is a unit, else no period at all (`per s` in `10 per per s`).
+fn unit_error(text: &str, unit: &str) -> Reason {
+    let mut words = unit.split_whitespace();
+    let first = words.next().unwrap_or(unit);
+    if words.next().is_none() {
+        Reason::UnknownUnit {
+            found: unit.to_owned(),
+        }
+    } else if unit_nanos(first).is_some() {
+        Reason::UnexpectedTail {
+            found: unit.to_owned(),
+        }
+    } else {
+        Reason::NotAPeriod {
+            found: text.to_owned(),
+        }
+    }
+}
+
+/// The length of the unit named `name`, in nanoseconds.
+fn unit_nanos(name: &str) -> Option<u64> {
+    UNITS
         .iter()
-        .find(|(names, _)| names.contains(&unit))
+        .find(|(names, _)| names.contains(&name))
         .map(|&(_, nanos)| nanos)
-        .ok_or_else(|| {
-            if unit.split_whitespace().count() > 1 {
-                Reason::UnexpectedTail {
-                    found: unit.to_owned(),
-                }
-            } else {
-                Reason::UnknownUnit {
-                    found: unit.to_owned(),
-                }
-            }
-        })?;
-    Ok(u128::from(multiplier) * u128::from(unit_nanos))
 }
 
 /// Writes a period in the largest unit that divides it.
