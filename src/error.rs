@@ -13,7 +13,9 @@ pub enum QuotaError {
     ZeroPeriod,
     /// The period does not fit in a `u64` of nanoseconds (about 584 years).
     PeriodOverflow {
-        /// The period asked for.
+        /// The period asked for, or `Duration::MAX` for a period parsed from a string that is
+        /// longer than a `Duration` holds (the [`ParseQuotaError`](crate::ParseQuotaError)'s
+        /// message gives that period as written).
         period: Duration,
     },
     /// An explicit burst of zero.
@@ -77,10 +79,7 @@ impl fmt::Display for QuotaError {
         match self {
             QuotaError::ZeroCount => f.write_str("the count of a quota must be at least 1"),
             QuotaError::ZeroPeriod => f.write_str("the period (window) of a quota must be longer than zero"),
-            QuotaError::PeriodOverflow { period } => write!(
-                f,
-                "a period of {period:?} does not fit in 64 bits of nanoseconds (at most about 584 years)"
-            ),
+            QuotaError::PeriodOverflow { period } => write!(f, "a period of {period:?} {PERIOD_LIMIT}"),
             QuotaError::ZeroBurst => f.write_str("a burst must be at least 1"),
             QuotaError::BurstTooLarge { burst, max } => write!(
                 f,
@@ -127,6 +126,9 @@ impl fmt::Display for QuotaError {
 }
 
 impl std::error::Error for QuotaError {}
+
+/// What a period too long for a quota does not fit in: the end of every message about one.
+pub(crate) const PERIOD_LIMIT: &str = "does not fit in 64 bits of nanoseconds (at most about 584 years)";
 
 /// A duration the error itself holds, in nanoseconds (saturated: only for messages).
 fn period_nanos(duration: Duration) -> u64 {

@@ -681,6 +681,30 @@ fn a_period_overflow_from_parsing_carries_the_period_asked_for() {
 }
 
 #[test]
+fn a_period_overflow_from_parsing_is_reported_as_written() {
+    // Longer than a `Duration` holds: the typed error holds `Duration::MAX` (as its docs say),
+    // and the message gives the period the string asked for, not `Duration::MAX`.
+    let err = parse_err("1/18446744073709551615d");
+    assert_eq!(
+        err.quota_error(),
+        Some(&QuotaError::PeriodOverflow {
+            period: Duration::MAX
+        })
+    );
+    let message = err.to_string();
+    assert_mentions(
+        &message,
+        &["the period \"18446744073709551615d\"", "64 bits", "584 years"],
+    );
+    assert!(!message.contains("18446744073709551615.999999999s"), "{message}");
+    // A period a `Duration` holds is given as written too, in its own unit.
+    assert_mentions(
+        &parse_err("5/1_000_000 Days").to_string(),
+        &["the period \"1_000_000 days\" does not fit in 64 bits"],
+    );
+}
+
+#[test]
 fn burst_too_large_from_a_parsed_quota() {
     // The string is fine; the burst only fails against the rate.
     let q = quota("1/s burst 18446744073709551615");

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::Quota;
-use crate::error::QuotaError;
+use crate::error::{QuotaError, PERIOD_LIMIT};
 
 /// Units a period may be written in, with their length in nanoseconds.
 const UNITS: &[(&[&str], u64)] = &[
@@ -39,14 +39,16 @@ enum Reason {
     UnexpectedTail { found: String },
     RepeatedBurst { found: String },
     Invalid(QuotaError),
+    PeriodOverflow { found: String, error: QuotaError },
 }
 
 impl ParseQuotaError {
     /// The quota error behind it, when the string parsed but described an invalid quota (zero
-    /// count, zero period, a period that overflows).
+    /// count, zero period, a period that overflows: see [`QuotaError::PeriodOverflow`] for a
+    /// period longer than a `Duration` holds).
     pub fn quota_error(&self) -> Option<&QuotaError> {
         match &self.reason {
-            Reason::Invalid(error) => Some(error),
+            Reason::Invalid(error) | Reason::PeriodOverflow { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -99,6 +101,7 @@ impl fmt::Display for ParseQuotaError {
                 "`burst` is given twice (found {found:?} after the first); expected `burst <count>` once"
             ),
             Reason::Invalid(error) => fmt::Display::fmt(error, f),
+            Reason::PeriodOverflow { found, .. } => write!(f, "the period {found:?} {PERIOD_LIMIT}"),
         }
     }
 }
@@ -106,7 +109,7 @@ impl fmt::Display for ParseQuotaError {
 impl std::error::Error for ParseQuotaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.reason {
-            Reason::Invalid(error) => Some(error),
+            Reason::Invalid(error) | Reason::PeriodOverflow { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -154,21 +157,34 @@ impl FromStr for Quota {
             Some(at) => (&rest[..at], Some(rest[at + "burst".len()..].trim())),
             None => (rest, None),
         };
-        let period_nanos = parse_period(period_text.trim()).map_err(fail)?;
+        let period_text = period_text.trim();
+        let period_nanos = parse_period(period_text).map_err(fail)?;
         // A period past a u64 of nanoseconds is refused by `Quota::new` with the period asked
-        // for (or `Duration::MAX` when even a Duration cannot hold it).
+        // for (or `Duration::MAX` when even a Duration cannot hold it; the message quotes it).
         let period = match u64::try_from(period_nanos) {
             Ok(nanos) => Duration::from_nanos(nanos),
             Err(_) => u64::try_from(period_nanos / 1_000_000_000)
                 .map(|secs| Duration::new(secs, (period_nanos % 1_000_000_000) as u32))
                 .unwrap_or(Duration::MAX),
         };
-        let mut quota = Quota::new(count, period).map_err(|e| fail(Reason::Invalid(e)))?;
+        let mut quota = Quota::new(count, period).map_err(|e| fail(quota_refused(period_text, e)))?;
         if let Some(burst_text) = burst_text {
             let burst = parse_burst(burst_text).map_err(fail)?;
             quota = quota.with_burst(burst).map_err(|e| fail(Reason::Invalid(e)))?;
         }
         Ok(quota)
+    }
+}
+
+/// `Quota::new`'s error as a reason; an overflow quotes the period as written (`period`), which
+/// the error's `Duration` may not hold.
+fn quota_refused(period: &str, error: QuotaError) -> Reason {
+    match error {
+        QuotaError::PeriodOverflow { .. } => Reason::PeriodOverflow {
+            found: period.to_owned(),
+            error,
+        },
+        error => Reason::Invalid(error),
     }
 }
 
