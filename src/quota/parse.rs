@@ -10,7 +10,9 @@ use crate::error::{QuotaError, PERIOD_LIMIT};
 /// Units a period may be written in, with their length in nanoseconds.
 const UNITS: &[(&[&str], u64)] = &[
     (&["ns", "nanosecond", "nanoseconds"], 1),
-    (&["us", "µs", "microsecond", "microseconds"], 1_000),
+    // `µs` with U+00B5 MICRO SIGN, then with U+03BC GREEK SMALL LETTER MU, which looks the same
+    // (and which `ΜS`, uppercase mu, lowercases to).
+    (&["us", "µs", "μs", "microsecond", "microseconds"], 1_000),
     (&["ms", "millisecond", "milliseconds"], 1_000_000),
     (&["s", "sec", "secs", "second", "seconds"], 1_000_000_000),
     (&["min", "m", "mins", "minute", "minutes"], 60_000_000_000),
@@ -124,7 +126,8 @@ impl std::error::Error for ParseQuotaError {
 /// count  = decimal digits, '_' allowed between digits
 /// ```
 ///
-/// Whitespace between tokens is optional; letters are case-insensitive. `m` means minutes.
+/// Whitespace between tokens is optional; letters are case-insensitive. `m` means minutes. The
+/// `µ` of `µs` may be U+00B5 MICRO SIGN or U+03BC GREEK SMALL LETTER MU.
 ///
 /// ```
 /// use std::time::Duration;
@@ -357,6 +360,26 @@ mod tests {
             assert_eq!(
                 parse(text).ok(),
                 (!text.contains('_')).then_some(five_per_ten),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn micro_sign_and_greek_mu_both_mean_microseconds() {
+        // U+00B5 MICRO SIGN and U+03BC GREEK SMALL LETTER MU look alike; uppercase mu (U+039C,
+        // also the micro sign's uppercase) lowercases to U+03BC.
+        for text in [
+            "3/250us",
+            "3/250\u{b5}s",
+            "3/250\u{b5}S",
+            "3/250\u{3bc}s",
+            "3/250\u{39c}S",
+            "3 per 250 \u{3bc}s",
+        ] {
+            assert_eq!(
+                parse(text).map(|q| q.period()),
+                Ok(Duration::from_micros(250)),
                 "{text:?}"
             );
         }
