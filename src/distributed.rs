@@ -16,7 +16,8 @@
 //!   node: Redis Cluster is not supported (a redirect is
 //!   [`RedisCheckError::ClusterRedirect`]).
 //! - **Runtime**: tokio, with timers and IO enabled; [`RedisLimiterBuilder::connect`] refuses a
-//!   runtime without timers ([`RedisConfigError::RuntimeWithoutTimers`]).
+//!   runtime without timers ([`RedisConfigError::RuntimeWithoutTimers`]) or without IO
+//!   ([`RedisConfigError::RuntimeWithoutIo`]).
 //! - **Failures**: a per-decision deadline, a connection that reconnects by itself, and a
 //!   [`FailurePolicy`] chosen at construction (fail open, fail closed, or a local fallback).
 //!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while

@@ -266,3 +266,25 @@ fn a_runtime_without_timers_is_refused_at_construction() {
         .unwrap();
     assert!(full.block_on(connect()).is_ok());
 }
+
+/// The connection, made at the first decision, needs tokio's IO driver: a runtime with timers
+/// but no IO is refused when the limiter is built (it passed, and the first decision panicked).
+#[test]
+fn a_runtime_without_io_is_refused_at_construction() {
+    let time_only = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let answer = time_only.block_on(
+        RedisLimiter::builder(
+            NOWHERE,
+            TokenBucket::new("10/s burst 10".parse().unwrap()).unwrap(),
+            FailurePolicy::FailOpen,
+        )
+        .connect(),
+    );
+    assert!(
+        matches!(answer, Err(RedisConfigError::RuntimeWithoutIo)),
+        "{answer:?}"
+    );
+}

@@ -64,9 +64,12 @@ pub enum RedisConfigError {
     ZeroDeadline,
     /// [`connect`](super::RedisLimiterBuilder::connect) ran outside a tokio runtime, or in one
     /// built without its timer (`enable_time`, or `enable_all`): every decision waits for Redis
-    /// under a tokio timer (its deadline), which would panic there. The runtime also needs its
-    /// IO driver (`enable_io`), for the connection.
+    /// under a tokio timer (its deadline), which would panic there.
     RuntimeWithoutTimers,
+    /// [`connect`](super::RedisLimiterBuilder::connect) ran in a tokio runtime built without its
+    /// IO driver (`enable_io`, or `enable_all`): the connection, made at the first decision,
+    /// would panic there.
+    RuntimeWithoutIo,
 }
 
 impl fmt::Display for RedisConfigError {
@@ -106,6 +109,9 @@ impl fmt::Display for RedisConfigError {
             RedisConfigError::ZeroDeadline => f.write_str("the per-decision deadline must be longer than zero"),
             RedisConfigError::RuntimeWithoutTimers => f.write_str(
                 "the Redis limiter must be built and used inside a tokio runtime with timers and IO enabled (`enable_all`)",
+            ),
+            RedisConfigError::RuntimeWithoutIo => f.write_str(
+                "the Redis limiter must be built and used inside a tokio runtime with IO and timers enabled (`enable_all`): this one has no IO driver",
             ),
         }
     }

@@ -48,7 +48,8 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 ///
 /// Must be built and used inside a tokio runtime with its timer and IO drivers enabled
 /// (`enable_all`); [`connect`](RedisLimiterBuilder::connect) refuses a runtime without timers
-/// ([`RedisConfigError::RuntimeWithoutTimers`]) rather than let a decision panic.
+/// ([`RedisConfigError::RuntimeWithoutTimers`]) or without IO
+/// ([`RedisConfigError::RuntimeWithoutIo`]) rather than let a decision panic.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -529,6 +530,22 @@ fn runtime_has_timers() -> Result<(), RedisConfigError> {
         .map_err(|_| RedisConfigError::RuntimeWithoutTimers)
 }
 
+/// Whether this thread's tokio runtime has its IO driver, which the connection (made lazily,
+/// at the first decision) needs. Tokio has no query for it either: registering one socket with
+/// it tells, once, at construction, as for the timers. Where no socket can be made here, the
+/// connection will tell, as failures the policy answers.
+fn runtime_has_io() -> Result<(), RedisConfigError> {
+    let Ok(socket) = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)) else {
+        return Ok(());
+    };
+    // Tokio takes a socket that does not block (registering one that does is a misuse).
+    if socket.set_nonblocking(true).is_err() {
+        return Ok(());
+    }
+    std::panic::catch_unwind(|| drop(tokio::net::UdpSocket::from_std(socket)))
+        .map_err(|_| RedisConfigError::RuntimeWithoutIo)
+}
+
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
@@ -598,9 +615,11 @@ impl RedisLimiterBuilder {
     /// # Errors
     /// [`RedisConfigError`]: an invalid URL, a prefix with a brace, a zero deadline, a window
     /// that is not whole microseconds, parameters past exact integers in Lua, or no tokio
-    /// runtime with timers here ([`RedisConfigError::RuntimeWithoutTimers`]).
+    /// runtime with timers and IO here ([`RedisConfigError::RuntimeWithoutTimers`],
+    /// [`RedisConfigError::RuntimeWithoutIo`]).
     pub async fn connect(self) -> Result<RedisLimiter, RedisConfigError> {
         runtime_has_timers()?;
+        runtime_has_io()?;
         if self.prefix.contains(['{', '}']) {
             return Err(RedisConfigError::BraceInPrefix { prefix: self.prefix });
         }
