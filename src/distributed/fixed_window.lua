@@ -18,6 +18,11 @@ else
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
+-- A weight the client never sends (weights are unsigned): refused before the state is read,
+-- so that another program's bad call cannot write a state no decision makes.
+if cost < 0 then
+  return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
+end
 local index, count, same, converted = math.floor(now / window), 0, false, false
 local stored = redis.call('GET', KEYS[1])
 if stored then

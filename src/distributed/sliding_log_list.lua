@@ -22,6 +22,12 @@ else
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
+-- A weight the client never sends (weights are unsigned, and one above the limit is refused
+-- by the client as too large): refused before the state is read, so that another program's bad
+-- call gets an error, never a Lua error or a state no decision makes.
+if cost < 0 or cost > limit then
+  return redis.error_reply('TOLLGATE_COST the weight must be from 0 to the limit')
+end
 local key = KEYS[1]
 -- Integer arguments go as text made with '%d' (cheaper than number arguments: gcra.lua).
 local format = string.format
