@@ -33,7 +33,7 @@
 //! - **Refusals**: `429 Too Many Requests` with `Retry-After` (whole seconds, rounded up) and the
 //!   IETF `RateLimit-Policy` / `RateLimit` fields, optionally the legacy `X-RateLimit-*` ones
 //!   (admitted responses carry them too with [`RateLimitBuilder::fields_on_admitted`]); a
-//!   gRPC request (`content-type: application/grpc`, `application/grpc-web` or
+//!   gRPC request (a `POST` with `content-type: application/grpc`, `application/grpc-web` or
 //!   `application/grpc-web-text`, each optionally `+<subtype>`) gets HTTP 200 with
 //!   `grpc-status: 8` (`RESOURCE_EXHAUSTED`), its own content type, and the same fields.
 //! - **Shaping**: with the [`LeakyBucket`](crate::LeakyBucket), an admitted request waits for

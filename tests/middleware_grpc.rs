@@ -104,6 +104,15 @@ async fn grpc_web_is_refused_in_grpc_web_and_look_alikes_in_plain_http() -> Resu
         assert_eq!(answer.header("grpc-status"), "", "{content_type}");
         assert_eq!(answer.body, "too many requests: retry after 60 s\n");
     }
+    // So is a gRPC content type on another method than POST: a refused GET answered 200 could
+    // be kept by a cache.
+    for method in [Method::GET, Method::PUT] {
+        let mut call = call_with(address, "application/grpc");
+        *call.method_mut() = method.clone();
+        let answer = send(&client, call).await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{method}");
+        assert_eq!(answer.header("grpc-status"), "", "{method}");
+    }
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use http::{Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 
 use super::fields::{ceil_secs, write_retry_after, Fields};
@@ -18,12 +18,19 @@ const GRPC_RESOURCE_EXHAUSTED: u16 = 8;
 /// The request's content type when it is a gRPC call (the layer then answers in gRPC, with
 /// this content type), `None` otherwise.
 ///
+/// A gRPC call is a `POST` (gRPC and gRPC-Web send every call so): another method with a gRPC
+/// content type is answered in HTTP, so that a refusal of a `GET` is never a `200` that a cache
+/// could keep and serve.
+///
 /// gRPC's content types, as the gRPC and gRPC-Web specifications define them (ASCII case
 /// ignored): `application/grpc`, `application/grpc-web` and `application/grpc-web-text`, each
 /// alone or with a `+<subtype>` (`application/grpc+proto`, `application/grpc-web+json`...).
 /// Media-type parameters after `;` are allowed; anything else (`application/grpcfoo`,
 /// `application/grpc+`) is not gRPC.
-pub(crate) fn grpc_content_type(headers: &HeaderMap) -> Option<&HeaderValue> {
+pub(crate) fn grpc_content_type<'a>(method: &Method, headers: &'a HeaderMap) -> Option<&'a HeaderValue> {
+    if method != Method::POST {
+        return None;
+    }
     headers
         .get(CONTENT_TYPE)
         .filter(|value| is_grpc_media_type(value.as_bytes()))
@@ -162,7 +169,7 @@ mod tests {
     #[test]
     fn grpc_is_recognised_by_its_exact_content_types() {
         let mut headers = HeaderMap::new();
-        assert_eq!(grpc_content_type(&headers), None);
+        assert_eq!(grpc_content_type(&Method::POST, &headers), None);
         for (value, grpc) in [
             ("application/grpc", true),
             ("application/grpc+proto", true),
@@ -191,7 +198,15 @@ mod tests {
         ] {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
             let expected = grpc.then(|| HeaderValue::from_static(value));
-            assert_eq!(grpc_content_type(&headers), expected.as_ref(), "{value}");
+            assert_eq!(
+                grpc_content_type(&Method::POST, &headers),
+                expected.as_ref(),
+                "{value}"
+            );
+            // Only a POST is a gRPC call.
+            for method in [Method::GET, Method::HEAD, Method::PUT] {
+                assert_eq!(grpc_content_type(&method, &headers), None, "{method} {value}");
+            }
         }
     }
 

@@ -107,7 +107,7 @@ where
         if shared.route.as_ref().is_some_and(|route| !route.matches(&head)) {
             return ResponseFuture::inner(call_now(ready, head, body), None);
         }
-        let grpc = grpc_content_type(&head.headers);
+        let grpc = grpc_content_type(&head.method, &head.headers);
         let key = match shared.extractor.extract(&head) {
             Ok(key) => key,
             Err(error) => match shared.missing_key.resolve(&error, grpc) {

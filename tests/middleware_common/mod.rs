@@ -168,6 +168,20 @@ pub async fn get(
     send(client, request.body(Empty::new()).expect("a valid request")).await
 }
 
+/// As [`get`], with `POST` (the method of every gRPC call).
+pub async fn post(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    address: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut request = Request::post(format!("http://{address}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    send(client, request.body(Empty::new()).expect("a valid request")).await
+}
+
 /// Sends `request` and reads the whole answer.
 pub async fn send(client: &Client<HttpConnector, Empty<Bytes>>, request: Request<Empty<Bytes>>) -> Answer {
     let response = client.request(request).await.expect("the server answers");
