@@ -139,8 +139,11 @@ impl LogShard {
     #[inline]
     fn tag(&self, index: usize) -> u64 {
         // Relaxed: outside a lock the tag is a hint (every use rechecks it under the slot's lock
-        // or the insert lock); under either lock, the lock's acquire orders this read after
-        // every write of the tag, all of which are made holding both locks.
+        // or the insert lock). What a slot holds (`held`) is written only holding both its lock
+        // and the insert lock, so under either lock the lock's acquire orders this read after
+        // every such write; its reach is raised holding the insert lock (and another slot's
+        // lock), so a read under the slot's lock alone may miss a raise, which no check made
+        // there reads (they compare `held` only).
         self.slots[index].tag.load(Ordering::Relaxed)
     }
 
@@ -294,7 +297,8 @@ impl LogShard {
     ) -> bool {
         while let Some(index) = self.find(fingerprint, home) {
             let mut ring = lock(&self.slots[index].ring);
-            // Under the slot's lock the tag cannot change (every write of it holds both locks).
+            // Under the slot's lock what the tag holds cannot change (every write of it holds
+            // both locks; only the reach, which this does not compare, may be raised).
             // Another key's now: this one was reclaimed (so idle) or moved; look again.
             if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
                 let limiting = !log.is_idle(&ring, now);
