@@ -19,6 +19,8 @@ pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;
 
+use std::time::Duration;
+
 use crate::{Decision, Timestamp};
 
 /// The state word of a limiter (or key) that has never admitted anything, for every algorithm.
@@ -44,6 +46,28 @@ pub trait Algorithm: Send + Sync {
     /// same as for [`FRESH_STATE`]. A keyed table may then forget the key; a key whose state
     /// still carries debt is never forgotten, so no client comes back with more than it had.
     fn is_idle(&self, state: u64, now: Timestamp) -> bool;
+
+    /// Whether a keyed table may forget a key in `state` at `now` to make room for another. The
+    /// default is [`is_idle`](Self::is_idle).
+    ///
+    /// A key forgotten at `now` and asked for again with an earlier reading of the clock
+    /// (another thread's, taken a moment before the reclaim, or `check_at` with an earlier
+    /// time) is decided as a fresh key. An algorithm whose idle state still weighs at instants
+    /// just before `now` may keep the key longer, so that such a request gains no more than its
+    /// step back: [`FixedWindow`] keeps a key until its window ended a whole window ago (at the
+    /// boundary, forgetting it would give a reading from just before a whole limit more in the
+    /// window it had used up). Must imply `is_idle`.
+    fn is_reclaimable(&self, state: u64, now: Timestamp) -> bool {
+        self.is_idle(state, now)
+    }
+
+    /// How long after `now` `state` becomes [reclaimable](Self::is_reclaimable) if nothing more
+    /// is admitted: what a new key refused for a full table is told to wait. The default is the
+    /// time until the state is full again (a weightless decision's reset-after), right for an
+    /// algorithm that keeps the default `is_reclaimable`.
+    fn reclaimable_in(&self, state: u64, now: Timestamp) -> Duration {
+        self.decide(state, now, 0).decision.reset_after()
+    }
 
     /// Gives back `cost` units admitted earlier and never used (a shaped request abandoned
     /// before its slot), returning the state to store. Returning `state` unchanged means nothing

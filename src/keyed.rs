@@ -49,7 +49,9 @@ pub enum WhenFull {
 ///   key end with one entry);
 /// - memory never grows: the table is allocated once at construction (16 bytes a slot, about 23
 ///   bytes a key at full capacity). A key whose state has become idle (a full bucket, an expired
-///   window) is forgotten when a new key needs its slot, without any scan or background thread;
+///   window; for a fixed window, one that ended a whole window ago:
+///   [`Algorithm::is_reclaimable`]) is forgotten when a new key needs its slot, without any scan
+///   or background thread;
 ///   a key that still carries debt is never forgotten;
 /// - when the table is full of keys still being limited, a new key gets the [`WhenFull`]
 ///   policy chosen at construction.
@@ -512,7 +514,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             match shard.find_or_insert(
                 fingerprint,
                 home,
-                |state| self.algorithm.is_idle(state, now),
+                |state| self.algorithm.is_reclaimable(state, now),
                 decide,
             ) {
                 Entry::Member(found) => {
@@ -536,7 +538,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             Some(found) => self.algorithm.decide(found.slot.state, now, cost).decision,
             // Absent: what a fresh key gets, if the key would find room.
             // A weightless request needs no room (see `decide_slow`).
-            None if cost == 0 || shard.has_room(home, |state| self.algorithm.is_idle(state, now)) => {
+            None if cost == 0 || shard.has_room(home, |state| self.algorithm.is_reclaimable(state, now)) => {
                 self.algorithm.decide(FRESH_STATE, now, cost).decision
             }
             None => self.when_table_full(shard, home, now, cost),
@@ -547,8 +549,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     fn when_table_full(&self, shard: &Shard, home: usize, now: Timestamp, cost: u64) -> Decision {
         match self.when_full {
             WhenFull::Refuse => Decision::table_full(shard.soonest_room(home, |state| {
-                // A state is idle once it is full again: its weightless decision's reset-after.
-                duration_to_nanos_saturating(self.algorithm.decide(state, now, 0).decision.reset_after())
+                duration_to_nanos_saturating(self.algorithm.reclaimable_in(state, now))
             })),
             WhenFull::Admit => Decision::untracked(self.algorithm.decide(FRESH_STATE, now, cost).decision),
         }

@@ -754,6 +754,63 @@ fn a_full_table_says_when_room_is_due() {
     assert_eq!(open.check(&3).retry_after().as_nanos(), 0);
 }
 
+/// A fixed window's key is kept until its window ended a whole window ago, not forgotten at
+/// the boundary where it becomes idle: a request whose time was read just before the boundary
+/// (another thread's reading, or `check_at`) must find the key's count, not decide it as a fresh
+/// key in the window it has used up. Found by a review: forgotten at the boundary, key 1 got 5 +
+/// 5 units stamped in one window of limit 5, then 5 more in the next.
+#[test]
+fn a_fixed_window_key_is_kept_a_window_past_its_own() {
+    let limiter = keyed::<u64, _>(fixed_window(5), 1);
+    assert_eq!(limiter.slots(), 2);
+    // The window I holding T0, and the boundary B where it ends.
+    let boundary = (T0 / SEC + 1) * SEC;
+    assert!(limiter
+        .check_n_at(&1, 5, ts(boundary - SEC / 2))
+        .unwrap()
+        .is_allowed());
+    assert!(limiter
+        .check_n_at(&2, 5, ts(boundary - SEC / 2))
+        .unwrap()
+        .is_allowed());
+    // Both keys are idle just past B: new keys may not take their slots yet.
+    for new in [3, 4] {
+        let refused = limiter.check_at(&new, ts(boundary + 1_000));
+        assert_eq!(refused.outcome(), Outcome::TableFull, "key {new}");
+        // Room is due when window I + 2 starts.
+        assert_eq!(
+            refused.retry_after().as_nanos(),
+            u128::from(SEC - 1_000),
+            "key {new}"
+        );
+    }
+    // A reading from a microsecond before B still finds key 1's window used up.
+    let stale = limiter.check_at(&1, ts(boundary - 1_000));
+    assert_eq!(stale.outcome(), Outcome::Denied, "{stale:?}");
+    // In window I + 1 key 1 has its whole limit again, once.
+    assert!(limiter
+        .check_n_at(&1, 5, ts(boundary + 2_000))
+        .unwrap()
+        .is_allowed());
+    assert!(!limiter.check_at(&1, ts(boundary + 3_000)).is_allowed());
+    // Key 2's window ended a whole window ago at B + 1 s: a new key takes its slot then.
+    assert_eq!(
+        limiter.check_at(&3, ts(boundary + SEC - 1)).outcome(),
+        Outcome::TableFull
+    );
+    assert_eq!(
+        limiter.check_at(&3, ts(boundary + SEC)).outcome(),
+        Outcome::Allowed
+    );
+    // The direct answer of the same algorithm: idle at B already (a fresh key's decisions).
+    let state = fixed_window(5)
+        .decide(FRESH_STATE, ts(boundary - SEC / 2), 5)
+        .state;
+    assert!(fixed_window(5).is_idle(state, ts(boundary)));
+    assert!(!fixed_window(5).is_reclaimable(state, ts(boundary + SEC - 1)));
+    assert!(fixed_window(5).is_reclaimable(state, ts(boundary + SEC)));
+}
+
 /// `len()` counts held keys, idle ones included; `active()` only those still being limited:
 /// keys with debt at `T0` are active until they are idle again, then only held; once new keys
 /// have taken every slot, `len()` stays at the slot count while `active()` follows the keys

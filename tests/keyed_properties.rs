@@ -10,7 +10,8 @@
 //! - in a table with room for every key, every decision equals the reference's exactly, and
 //!   every peek equals the check after it;
 //! - in a table for 1 to 4 keys, where keys must be forgotten to make room, a key is forgotten
-//!   only when its state is idle, and an idle state decides exactly like a fresh one, so every
+//!   only when its state is reclaimable (idle, and for the fixed window a whole window past its
+//!   own: `Algorithm::is_reclaimable`), and an idle state decides exactly like a fresh one, so every
 //!   tracked decision still equals the reference's (on the key's own state, which being
 //!   forgotten never resets); a key is refused for room (`TableFull`, or `AllowedUntracked` with
 //!   `Admit`) only when it carries no debt itself and every slot holds another key that does.
@@ -156,11 +157,13 @@ impl<A: Algorithm> Reference<'_, A> {
         self.algorithm.decide(self.state(key), now, cost)
     }
 
-    /// Keys whose state carries debt at `now`, other than `except`.
+    /// Keys whose state the table may not forget at `now` (it carries debt, or, for the fixed
+    /// window, its window ended less than a window ago: `Algorithm::is_reclaimable`), other
+    /// than `except`.
     fn with_debt(&self, now: Timestamp, except: Option<u64>) -> usize {
         self.states
             .iter()
-            .filter(|&(&key, &state)| Some(key) != except && !self.algorithm.is_idle(state, now))
+            .filter(|&(&key, &state)| Some(key) != except && !self.algorithm.is_reclaimable(state, now))
             .count()
     }
 

@@ -117,6 +117,30 @@ impl Algorithm for FixedWindow {
         stored.count(self) == 0 || stored.index(self) < self.layout.index_of(now.as_nanos())
     }
 
+    /// Reclaimable when nothing is counted, or the count's window ended a whole window ago (its
+    /// index two or more behind `now`'s), not as soon as it ends: every key used in a window is
+    /// idle at the next boundary, and one forgotten there and asked for with a reading taken
+    /// just before it would be decided fresh in the window it had used up, a whole limit more.
+    /// So a reading less than a window older than the reclaim never finds a key forgotten
+    /// while its count still weighs.
+    fn is_reclaimable(&self, state: u64, now: Timestamp) -> bool {
+        let stored = FixedWindowState(state);
+        stored.count(self) == 0 || stored.index(self).saturating_add(1) < self.layout.index_of(now.as_nanos())
+    }
+
+    /// Until the start of the window two on from the count's (zero when nothing is counted).
+    fn reclaimable_in(&self, state: u64, now: Timestamp) -> Duration {
+        let stored = FixedWindowState(state);
+        if stored.count(self) == 0 {
+            return Duration::ZERO;
+        }
+        let at = stored
+            .index(self)
+            .checked_add(2)
+            .and_then(|index| self.layout.start_of(index));
+        Duration::from_nanos(nanos_until(at, now.as_nanos()))
+    }
+
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {

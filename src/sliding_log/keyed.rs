@@ -15,8 +15,9 @@ use crate::{Decision, Timestamp, WhenFull};
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
 /// counterpart of a [`KeyedLimiter`](crate::KeyedLimiter), with the same methods but for
-/// `refund_n` and `refund_n_at` (the log never delays a request, so none is abandoned before its
-/// slot), the same
+/// `refund_n`, `refund_n_at`, `refund_slot`, `refund_slot_at`, `check_n_within` and
+/// `check_n_within_at` (the log never delays a request, so none waits for a slot or is
+/// abandoned before it), the same
 /// [`WhenFull`] policies and the same [`Decision`]s.
 ///
 /// - Memory is bounded at construction: `ceil(capacity * 10 / 7)` slots, each with a log of
