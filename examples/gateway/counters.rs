@@ -13,6 +13,10 @@ use tower::Service;
 
 use crate::upstream::UpstreamBody;
 
+/// Decisions the Redis limiter's failure policy made because Redis did not answer (`--redis`
+/// only), counted by `WatchedRedis` and printed each second there were any.
+pub(crate) static WITHOUT_REDIS: AtomicU64 = AtomicU64::new(0);
+
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     admitted: AtomicU64,
@@ -42,6 +46,11 @@ impl Counters {
                 println!(
                     "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}  no key {no_key:>8}"
                 );
+                // Relaxed: a statistic, as above.
+                let without_redis = WITHOUT_REDIS.swap(0, Ordering::Relaxed);
+                if without_redis > 0 {
+                    eprintln!("{second:>5}s  decided without Redis (away or failing): {without_redis}");
+                }
                 let last_error = self.last_error.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(error) = last_error {
                     eprintln!("{second:>5}s  last limiter error: {error}");

@@ -24,6 +24,9 @@ OPTIONS:
                            header:NAME        a header (an API key)
                            xff:CIDR,...       the client IP in X-Forwarded-For behind these proxies
                            forwarded:CIDR,... the same from Forwarded (RFC 7239)
+    --ipv6-prefix BITS     with an IP key: an IPv6 client is keyed by its first BITS bits (a
+                           client given a /64 can change address at every request); 128 keys
+                           each address                           [default: 64]
     --capacity N           keys tracked at once (not with --redis)  [default: 100000]
     --redis URL            decide through Redis (redis://host:port/): every gateway with the
                            same URL, algorithm and quota shares one quota per key
@@ -65,6 +68,8 @@ pub(crate) struct Flags {
     pub(crate) algorithm: AlgorithmChoice,
     pub(crate) quota: Quota,
     pub(crate) key: KeyChoice,
+    /// The prefix an IPv6 client's address is cut to when keying by IP.
+    pub(crate) ipv6_prefix: u8,
     pub(crate) capacity: usize,
     pub(crate) max_delay: Option<Duration>,
     pub(crate) legacy: bool,
@@ -85,6 +90,7 @@ impl Flags {
             algorithm: AlgorithmChoice::Token,
             quota: "5/s burst 10".parse()?,
             key: KeyChoice::Peer,
+            ipv6_prefix: 64,
             capacity: 100_000,
             max_delay: None,
             legacy: false,
@@ -124,6 +130,14 @@ impl Flags {
                 "--key" => {
                     flags.key = key(&value()?)?;
                     "--key"
+                }
+                "--ipv6-prefix" => {
+                    let text = value()?;
+                    flags.ipv6_prefix =
+                        text.parse().ok().filter(|&bits| bits <= 128).ok_or_else(|| {
+                            format!("--ipv6-prefix `{text}`: a number of bits from 0 to 128")
+                        })?;
+                    "--ipv6-prefix"
                 }
                 "--capacity" => {
                     let text = value()?;
@@ -165,6 +179,12 @@ impl Flags {
                 format!("{option} configures the rate limiter, and --no-limit runs without one").into(),
             );
         }
+        if limiter_options.contains(&"--ipv6-prefix") && matches!(self.key, KeyChoice::Header(_)) {
+            return Err(
+                "--ipv6-prefix: only an IP key (--key peer, xff:..., forwarded:...) has an address to cut"
+                    .into(),
+            );
+        }
         if self.max_delay.is_some() && self.algorithm != AlgorithmChoice::Leaky {
             return Err(format!(
                 "--max-delay-ms: only the leaky bucket (--algorithm leaky) makes requests wait; {:?} never does",
@@ -193,7 +213,20 @@ impl Flags {
 /// An upstream base: `http://host:port`, nothing after it (each request's own path and query
 /// are forwarded as they are, so a base path would be dropped).
 fn upstream(text: &str) -> Result<Uri, Box<dyn Error>> {
+    // `http::Uri` drops a fragment without a word, and would keep user information in the
+    // authority, which the proxy sends on as the `Host` of every request.
+    if text.contains('#') {
+        return Err(format!("--upstream: `{text}` has a fragment; give http://host:port").into());
+    }
     let uri: Uri = text.parse().map_err(|e| format!("--upstream: {e}"))?;
+    if uri
+        .authority()
+        .is_some_and(|authority| authority.as_str().contains('@'))
+    {
+        return Err(
+            "--upstream: user information (`user:password@`) is not supported; give http://host:port".into(),
+        );
+    }
     match uri.scheme_str() {
         Some("http") if uri.authority().is_some() => {}
         Some("https") => {
@@ -297,6 +330,9 @@ mod tests {
             "--upstream: `127.0.0.1:3000` has no scheme; write http://127.0.0.1:3000"
         );
         assert!(error(&["--upstream", "https://example.com"]).contains("TLS upstreams are not supported"));
+        // User information would be sent on as every request's `Host`; a fragment was dropped.
+        assert!(error(&["--upstream", "http://user:pw@127.0.0.1:3000"]).contains("user information"));
+        assert!(error(&["--upstream", "http://127.0.0.1:3000#frag"]).contains("has a fragment"));
         assert!(error(&["--upstream", "ftp://example.com"]).contains("is not http://host:port"));
     }
 
@@ -311,6 +347,12 @@ mod tests {
             "--legacy configures the rate limiter, and --no-limit runs without one"
         );
         assert!(error(&["--max-delay-ms", "100"]).starts_with("--max-delay-ms: only the leaky bucket"));
+        assert!(error(&["--key", "header:x-api-key", "--ipv6-prefix", "56"]).contains("only an IP key"));
+        assert!(error(&["--ipv6-prefix", "129"]).contains("from 0 to 128"));
+        assert_eq!(
+            parse(&["--key", "xff:10.0.0.0/8", "--ipv6-prefix", "56"]).map(|f| f.map(|f| f.ipv6_prefix)),
+            Ok(Some(56))
+        );
         assert!(error(&["--algorithm", "fixed", "--max-delay-ms", "100"]).contains("Fixed never does"));
         assert!(parse(&["--algorithm", "leaky", "--max-delay-ms", "100"]).is_ok());
         assert!(parse(&["--no-limit", "--listen", "127.0.0.1:0"]).is_ok());

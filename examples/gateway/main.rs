@@ -18,14 +18,19 @@ use std::fmt::Display;
 use std::hash::Hash;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate::middleware::{HeaderKey, KeyExtractor, PeerAddrLayer, PeerIp, RateLimitLayer, RateLimiter};
+use tollgate::middleware::{
+    HeaderKey, Ipv6Prefix, KeyExtractor, PeerAddrLayer, PeerIp, RateLimitLayer, RateLimiter,
+};
+#[cfg(feature = "redis")]
+use tollgate::middleware::{LimiterError, Origin};
 use tollgate::{
     FixedWindow, KeyedLimiter, KeyedLogLimiter, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket,
 };
@@ -63,10 +68,14 @@ async fn run() -> Result<(), Box<dyn Error>> {
         println!("no rate limit (--no-limit)");
         return serve(listener, upstream).await;
     }
+    // An IPv6 client is keyed by its network (`--ipv6-prefix`, a /64 unless told otherwise).
+    let prefix = flags.ipv6_prefix;
     match &flags.key {
-        KeyChoice::Peer => with_limiter(upstream, &flags, PeerIp).await,
+        KeyChoice::Peer => with_limiter(upstream, &flags, Ipv6Prefix::new(PeerIp, prefix)?).await,
         KeyChoice::Header(name) => with_limiter(upstream, &flags, HeaderKey::new(name.clone())).await,
-        KeyChoice::ClientIp(client_ip) => with_limiter(upstream, &flags, client_ip.clone()).await,
+        KeyChoice::ClientIp(client_ip) => {
+            with_limiter(upstream, &flags, Ipv6Prefix::new(client_ip.clone(), prefix)?).await
+        }
     }
 }
 
@@ -158,12 +167,94 @@ where
     let policy = FailurePolicy::FailClosed {
         retry_after: std::time::Duration::from_secs(1),
     };
+    let shown = redacted(url);
     let limiter = RedisLimiter::builder(url, algorithm, policy)
         .prefix("gateway:")
         .connect()
         .await
-        .map_err(named("--redis", url))?;
-    limited(upstream, flags, limiter, extractor).await
+        .map_err(named("--redis", &shown))?;
+    // The connection is made at the first decision, and a Redis that is away only shows as
+    // refusals: ask once now, so that a wrong address or password is said at start.
+    let probe = limiter.peek_n("gateway-start", 0).await;
+    match probe.as_ref().map(|answer| answer.failure) {
+        Ok(None) => {}
+        Ok(Some(failure)) => eprintln!(
+            "gateway: warning: Redis at {shown} did not answer ({failure:?}); requests are refused (429) until it does"
+        ),
+        Err(error) => eprintln!("gateway: warning: Redis at {shown}: {error}"),
+    }
+    limited(upstream, flags, WatchedRedis(limiter), extractor).await
+}
+
+/// The Redis limiter, counting the decisions its failure policy made instead of Redis (Redis
+/// away: every one a 429, like an over-quota refusal), which the gateway prints each second
+/// they happen.
+#[cfg(feature = "redis")]
+struct WatchedRedis(tollgate::distributed::RedisLimiter);
+
+#[cfg(feature = "redis")]
+impl WatchedRedis {
+    /// The decision's `origin`, after counting it if Redis did not make it.
+    fn watched<T>(answer: Result<(T, Origin), LimiterError>) -> Result<(T, Origin), LimiterError> {
+        if let Ok((_, Origin::Uncounted | Origin::Fallback | Origin::FallbackSlot { .. })) = &answer {
+            counters::WITHOUT_REDIS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        answer
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
+    fn decide(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> impl std::future::Future<Output = Result<tollgate::Decision, LimiterError>> + Send {
+        let decided = self.decide_with_origin(key, cost);
+        async move { decided.await.map(|(decision, _)| decision) }
+    }
+
+    fn decide_with_origin(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> impl std::future::Future<Output = Result<(tollgate::Decision, Origin), LimiterError>> + Send {
+        let decided = self.0.decide_with_origin(key, cost);
+        async move { Self::watched(decided.await) }
+    }
+
+    fn decide_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<(tollgate::Decision, Origin), LimiterError>> + Send {
+        let decided = self.0.decide_within(key, cost, max_delay);
+        async move { Self::watched(decided.await) }
+    }
+
+    fn policy(&self) -> tollgate::middleware::Policy {
+        RateLimiter::<K>::policy(&self.0)
+    }
+
+    fn refund(&self, key: K, cost: u64, origin: Origin) {
+        self.0.refund(key, cost, origin);
+    }
+}
+
+/// `url` with its password, if any, hidden: what the gateway prints.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+        }
+        None => url.to_owned(),
+    }
 }
 
 /// Never called: `Flags::parse` refuses `--redis` in a build without the `redis` feature.
@@ -198,7 +289,7 @@ where
         flags
             .redis
             .as_ref()
-            .map_or(String::new(), |url| format!(", shared through {url}"))
+            .map_or(String::new(), |url| format!(", shared through {}", redacted(url)))
     );
     let mut layer = RateLimitLayer::builder(limiter, extractor)
         .legacy_fields(flags.legacy)
@@ -208,6 +299,15 @@ where
     }
     serve(listener, layer.build().layer(upstream)).await
 }
+
+/// How long a connection may stay silent before its first byte, and an HTTP/1.1 request's head
+/// take to arrive (also the longest wait for the next request on a kept-alive connection): a
+/// client that opens connections and sends nothing, or trickles its headers, holds a
+/// descriptor for at most this long.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first and the longest pause after a failed accept: out of descriptors (`EMFILE`), an
+/// accept fails again at once until a connection closes, and retrying at once would spin.
+const ACCEPT_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
 /// Accepts connections for ever, serving HTTP/1.1 and HTTP/2 (prior knowledge) with `service`
 /// behind a counter of admitted, refused, unavailable and keyless requests.
@@ -221,11 +321,19 @@ where
 {
     let counters = Arc::new(Counters::default());
     Arc::clone(&counters).print_every_second();
+    let mut pause = None;
     loop {
         let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                pause = None;
+                accepted
+            }
             Err(error) => {
-                eprintln!("accept: {error}");
+                // Twice as long each time in a row, up to the longest: one line per pause.
+                let next = pause.map_or(ACCEPT_PAUSE.0, |last: Duration| (last * 2).min(ACCEPT_PAUSE.1));
+                eprintln!("accept: {error} (next try in {next:?})");
+                tokio::time::sleep(next).await;
+                pause = Some(next);
                 continue;
             }
         };
@@ -235,9 +343,44 @@ where
         };
         let service = TowerToHyperService::new(PeerAddrLayer::new(peer).layer(counted));
         tokio::spawn(async move {
-            let builder = auto::Builder::new(TokioExecutor::new());
+            // The automatic builder waits for the first bytes to tell HTTP/1.1 from HTTP/2, with
+            // no timeout of its own: a connection silent that long is closed here.
+            let mut first = [0; 1];
+            if !matches!(
+                tokio::time::timeout(HEAD_TIMEOUT, stream.peek(&mut first)).await,
+                Ok(Ok(1..))
+            ) {
+                return;
+            }
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            // hyper's head timeout needs a timer to take effect.
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT);
+            builder.http2().timer(TokioTimer::new());
             // A client that goes away mid-request is not the gateway's error.
             let _ = builder.serve_connection(TokioIo::new(stream), service).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_printed_redis_url_hides_its_password() {
+        assert_eq!(redacted("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+        assert_eq!(
+            redacted("redis://:secret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redacted("rediss://user:p@ss@host:6380"),
+            "rediss://user:***@host:6380"
+        );
+        assert_eq!(redacted("redis://user@host/"), "redis://user:***@host/");
+        assert_eq!(redacted("not a url"), "not a url");
     }
 }
