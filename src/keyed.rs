@@ -26,7 +26,8 @@ use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 
 /// What a keyed limiter does with a new key when every slot it could use holds a key that is
-/// still being limited (none is idle).
+/// still being limited, or that it may not forget yet (none is
+/// [reclaimable](Algorithm::is_reclaimable)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WhenFull {
     /// Refuse the request ([`Outcome::TableFull`](crate::Outcome::TableFull)): fail closed.
@@ -51,9 +52,8 @@ pub enum WhenFull {
 ///   bytes a key at full capacity). A key whose state has become idle (a full bucket, an expired
 ///   window; for a fixed window, one that ended a whole window ago:
 ///   [`Algorithm::is_reclaimable`]) is forgotten when a new key needs its slot, without any scan
-///   or background thread;
-///   a key that still carries debt is never forgotten;
-/// - when the table is full of keys still being limited, a new key gets the [`WhenFull`]
+///   or background thread; a key that still carries debt is never forgotten;
+/// - when the table is full of keys it may not forget yet, a new key gets the [`WhenFull`]
 ///   policy chosen at construction.
 ///
 /// Keys are hashed with ahash under a random seed chosen per limiter, so clients cannot aim their
