@@ -15,8 +15,9 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use loom_tests::assert_violation;
 use tollgate::algorithm::Algorithm;
-use tollgate::{DirectLimiter, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
+use tollgate::{DirectLimiter, Faults, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
 
 const ONE_SECOND: u64 = 1_000_000_000;
 
@@ -46,12 +47,18 @@ fn direct_refund_and_admission_never_erase_each_other() {
     });
 }
 
-/// The same race on a key of a keyed table: the refund goes through the slot's CAS loop.
-#[test]
-fn keyed_refund_and_admission_never_erase_each_other() {
-    loom::model(|| {
-        let limiter: Arc<KeyedLimiter<u64, _, _>> =
-            Arc::new(KeyedLimiter::with_clock(bucket(), 1, ManualClock::new()).expect("a valid table"));
+/// What the keyed model's invariant panics with, so that its twin is rejected on it alone.
+const KEYED_VIOLATION: &str = "VIOLATION (keyed refund vs admission)";
+
+/// The same race on a key of a keyed table (built with `faults`): the refund goes through the
+/// slot's CAS loop.
+fn keyed_refund_race(faults: Faults) {
+    loom::model(move || {
+        let limiter: Arc<KeyedLimiter<u64, _, _>> = Arc::new(
+            KeyedLimiter::with_clock(bucket(), 1, ManualClock::new())
+                .expect("a valid table")
+                .with_faults(faults),
+        );
         assert!(limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed());
         let refunder = {
             let limiter = Arc::clone(&limiter);
@@ -59,17 +66,40 @@ fn keyed_refund_and_admission_never_erase_each_other() {
         };
         let admitted = limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed();
         assert!(refunder.join().expect("no panic"), "the unit was outstanding");
-        assert!(admitted);
+        assert!(admitted, "{KEYED_VIOLATION}: the admission was refused");
         // A request of weight 2 is refused at 0 and admitted at 1 s only if the TAT is exactly
         // 1 s (at 0 an erased admission would admit it; at 1 s an erased refund would refuse it).
-        assert!(!limiter
-            .peek_n_at(&7, 2, Timestamp::UNIX_EPOCH)
-            .expect("fits")
-            .is_allowed());
-        assert!(limiter
-            .peek_n_at(&7, 2, Timestamp::from_nanos(ONE_SECOND))
-            .expect("fits")
-            .is_allowed());
+        assert!(
+            !limiter
+                .peek_n_at(&7, 2, Timestamp::UNIX_EPOCH)
+                .expect("fits")
+                .is_allowed(),
+            "{KEYED_VIOLATION}: the admission was erased"
+        );
+        assert!(
+            limiter
+                .peek_n_at(&7, 2, Timestamp::from_nanos(ONE_SECOND))
+                .expect("fits")
+                .is_allowed(),
+            "{KEYED_VIOLATION}: the refund was erased"
+        );
+    });
+}
+
+#[test]
+fn keyed_refund_and_admission_never_erase_each_other() {
+    keyed_refund_race(Faults::NONE);
+}
+
+/// The keyed twin: the shipped table whose slot updates store their word instead of a CAS
+/// (`Faults::update_by_store`), the refund's and the admission's alike.
+#[test]
+fn keyed_refund_by_store_twin_is_rejected() {
+    assert_violation(KEYED_VIOLATION, "the keyed update by store", || {
+        keyed_refund_race(Faults {
+            update_by_store: true,
+            ..Faults::NONE
+        });
     });
 }
 

@@ -19,7 +19,7 @@ use loom::sync::Arc;
 use loom::thread;
 use loom_tests::assert_violation;
 use tollgate::algorithm::{Algorithm, FRESH_STATE};
-use tollgate::{DirectLimiter, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
+use tollgate::{DirectLimiter, Faults, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
 
 const ONE_SECOND: u64 = 1_000_000_000;
 
@@ -59,12 +59,18 @@ fn direct_reset_and_admission_fall_in_one_order() {
     });
 }
 
-/// The same race on a key of a keyed table: the reset goes through the slot's CAS loop.
-#[test]
-fn keyed_reset_and_admission_fall_in_one_order() {
-    loom::model(|| {
-        let limiter: Arc<KeyedLimiter<u64, _, _>> =
-            Arc::new(KeyedLimiter::with_clock(bucket(), 1, ManualClock::new()).expect("a valid table"));
+/// What the keyed model's invariant panics with, so that its twin is rejected on it alone.
+const KEYED_VIOLATION: &str = "VIOLATION (keyed reset vs admission)";
+
+/// The same race on a key of a keyed table (built with `faults`): the reset goes through the
+/// slot's CAS loop.
+fn keyed_reset_race(faults: Faults) {
+    loom::model(move || {
+        let limiter: Arc<KeyedLimiter<u64, _, _>> = Arc::new(
+            KeyedLimiter::with_clock(bucket(), 1, ManualClock::new())
+                .expect("a valid table")
+                .with_faults(faults),
+        );
         assert!(limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed());
         let resetter = {
             let limiter = Arc::clone(&limiter);
@@ -79,7 +85,27 @@ fn keyed_reset_and_admission_fall_in_one_order() {
             .peek_n_at(&7, 2, Timestamp::UNIX_EPOCH)
             .expect("fits")
             .is_allowed();
-        assert_eq!(whole, expected_state(admission.remaining()) == FRESH_STATE);
+        assert!(
+            whole == (expected_state(admission.remaining()) == FRESH_STATE),
+            "{KEYED_VIOLATION}: the final state is not the order the admission saw ({admission:?})"
+        );
+    });
+}
+
+#[test]
+fn keyed_reset_and_admission_fall_in_one_order() {
+    keyed_reset_race(Faults::NONE);
+}
+
+/// The keyed twin: the shipped table whose slot updates store their word instead of a CAS
+/// (`Faults::update_by_store`), the reset's and the admission's alike.
+#[test]
+fn keyed_reset_by_store_twin_is_rejected() {
+    assert_violation(KEYED_VIOLATION, "the keyed update by store", || {
+        keyed_reset_race(Faults {
+            update_by_store: true,
+            ..Faults::NONE
+        });
     });
 }
 

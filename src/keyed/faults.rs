@@ -29,6 +29,9 @@ pub struct Faults {
     /// once (the reach raised first), without a claim or a settle, as a key whose home is
     /// `Empty` does.
     pub insert_at_any_empty: bool,
+    /// A decision, refund or reset on a member stores its new word over whatever the slot
+    /// holds, instead of a CAS from the word it read.
+    pub update_by_store: bool,
 }
 
 #[cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
@@ -43,5 +46,6 @@ impl Faults {
         kill_ignores_failure: false,
         no_wait_for_claims: false,
         insert_at_any_empty: false,
+        update_by_store: false,
     };
 }

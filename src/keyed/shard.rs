@@ -566,6 +566,12 @@ impl Shard {
             if state == current.state {
                 return Ok(decision);
             }
+            if self.faults().update_by_store {
+                // The broken twin's step (never in a build without the loom cfg): no CAS.
+                // Relaxed, as the CAS below: the flaw is the missing compare.
+                self.slots[found.index].store(current.with_state(state).word(), Ordering::Relaxed);
+                return Ok(decision);
+            }
             // Relaxed: the word is self-contained (tag and state together); see `cell.rs`.
             match self.slots[found.index].compare_exchange_weak(
                 current.word(),
