@@ -230,6 +230,15 @@ def check(met):
     return "met" if met else "**missed**"
 
 
+def ratio_text(ratio, threshold):
+    """A ratio to two decimals, or three when two would print the threshold itself (1.2034
+    against 1.2 reads "1.20x" next to "missed" otherwise)."""
+    text = f"{ratio:.2f}"
+    if float(text) == threshold and ratio != threshold:
+        text = f"{ratio:.3f}"
+    return f"{text}x"
+
+
 def targets_table(groups, memory):
     lines = ["| target | clock | measured | verdict |", "|---|---|---|---|"]
 
@@ -245,7 +254,7 @@ def targets_table(groups, memory):
                 value = rows.get(f"{limiter}/{path}")
                 if value is None or not floor:
                     continue
-                add(f"{limiter} {path} within 1.2x the floor", clock, f"{value / floor:.2f}x", value <= 1.2 * floor)
+                add(f"{limiter} {path} within 1.2x the floor", clock, ratio_text(value / floor, 1.2), value <= 1.2 * floor)
                 governor = rows.get(f"governor/{path}")
                 if governor:
                     add(
@@ -263,21 +272,21 @@ def targets_table(groups, memory):
                 add(
                     f"keyed {where}: at least {need:g}x faster than governor (issue 3)",
                     clock,
-                    f"{theirs / ours:.2f}x",
+                    ratio_text(theirs / ours, need),
                     theirs >= need * ours,
                 )
         hot = keyed.get(("hot key", 1), (None, None))[0]
         direct = groups.get(f"direct/{clock}", {}).get("tollgate_token_bucket/allowed")
         if hot and direct:
-            add("keyed hot key at most 1.2x the direct decision (keyed-table brief)", clock, f"{hot / direct:.2f}x", hot <= 1.2 * direct)
+            add("keyed hot key at most 1.2x the direct decision (keyed-table brief)", clock, ratio_text(hot / direct, 1.2), hot <= 1.2 * direct)
         ours, theirs = keyed.get((INSERT_LABEL, 1_000_000), (None, None))
         if ours and theirs:
             add("insert at most 150 ns per key (issue 3)", clock, f"{ours:.0f} ns", ours <= 150)
-            add("insert at least 2x faster than governor (issue 3)", clock, f"{theirs / ours:.2f}x", theirs >= 2 * ours)
+            add("insert at least 2x faster than governor (issue 3)", clock, ratio_text(theirs / ours, 2.0), theirs >= 2 * ours)
         rows = groups.get(f"contention/{clock}/keyed_distinct", {})
         one, two = rows.get("tollgate/1"), rows.get("tollgate/2")
         if one and two:
-            add("keyed, 2 threads on distinct keys: at least 1.6x one thread (issue 3)", clock, f"{one / two:.2f}x", one / two >= 1.6)
+            add("keyed, 2 threads on distinct keys: at least 1.6x one thread (issue 3)", clock, ratio_text(one / two, 1.6), one / two >= 1.6)
         for scenario, need, source in [("keyed_shared", 2.0, "issue 3"), ("keyed_shared", 1.0, "issue 4"), ("direct_shared", 1.0, "issue 4")]:
             rows = groups.get(f"contention/{clock}/{scenario}", {})
             name = "tollgate" if "tollgate/2" in rows else "tollgate_token_bucket"
@@ -294,7 +303,7 @@ def targets_table(groups, memory):
                 add(
                     f"{scenario.replace('_', ', ')} key, 2 threads: at least {need:g}x governor's decisions/s ({source})",
                     clock,
-                    f"{theirs / ours:.2f}x" + (f" ({'; '.join(apart)})" if apart else ""),
+                    ratio_text(theirs / ours, need) + (f" ({'; '.join(apart)})" if apart else ""),
                     "unsettled" if apart else theirs >= need * ours,
                 )
     if "tollgate" in memory:

@@ -217,6 +217,12 @@ where
         let log = SlidingLog::new(quota("1/d")).expect("valid sliding log");
         let limiter = LogLimiter::with_clock(log, self.0.clone());
         let _ = limiter.check();
+        // As the other tollgate rows: refused for at least the next hour (a day, here).
+        let before_an_hour = limiter.clock().now().saturating_add(Duration::from_secs(3599));
+        assert!(
+            !limiter.peek_at(before_an_hour).is_allowed(),
+            "tollgate_sliding_log: the denied path must refuse for at least an hour"
+        );
         limiter
     }
 }
