@@ -1,6 +1,7 @@
-//! Lock-free rate limiting: every decision is one clock read and one compare-and-swap, on one
-//! `AtomicU64` for a direct limiter and on the key's 16-byte slot for a keyed one (the exact
-//! sliding window log, which keeps a timestamp per unit, takes a short lock instead).
+//! Lock-free rate limiting: every admission is one clock read and one compare-and-swap, and
+//! every refusal one clock read and one load (it writes nothing), on one `AtomicU64` for a
+//! direct limiter and on the key's 16-byte slot for a keyed one (the exact sliding window log,
+//! which keeps a timestamp per unit, takes a short lock instead).
 //!
 //! ```
 //! use tollgate::{DirectLimiter, Quota, TokenBucket};

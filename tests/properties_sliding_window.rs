@@ -270,6 +270,59 @@ fn seed_article_example() {
     );
 }
 
+/// The counter's worst case over any span of one window is `2 * limit - 1`, not about the limit:
+/// after an empty minute, 100 at 00:59.9 all pass; at 01:59.8 the previous minute's 100 weigh
+/// `100 * 0.2 / 60`, a third of a unit, so 99 more pass; all 199 lie in (00:59.85, 01:59.85].
+/// (`docs/algorithms.md` said "about the limit in any window" until a review in session 14.)
+#[test]
+fn a_minute_can_hold_twice_the_limit_less_one() {
+    let minute = Timestamp::from_secs(1_800_000_000);
+    let limiter = DirectLimiter::with_clock(
+        SlidingWindow::new("100/min".parse().unwrap()).unwrap(),
+        ManualClock::new(),
+    );
+    let at = |millis: u64| Timestamp::from_nanos(minute.as_nanos() + millis * 1_000_000);
+    let first = (0..100)
+        .filter(|_| limiter.check_at(at(59_900)).is_allowed())
+        .count();
+    let second = (0..100)
+        .filter(|_| limiter.check_at(at(119_800)).is_allowed())
+        .count();
+    assert_eq!((first, second), (100, 99));
+}
+
+proptest! {
+    /// And never more: whatever the arrivals (weight 1, a clock that only moves forward), no
+    /// span of one window holds more than `2 * limit - 1` admissions. A window's count `p`, once
+    /// it is the previous one, still weighs `p * (w - e) / w > 0` at every `e` before the
+    /// window's end, so the next window admits at most `limit - 1` while it does: at most
+    /// `p + limit - 1 <= 2 * limit - 1` in any span across the boundary.
+    #[test]
+    fn no_window_holds_more_than_twice_the_limit_less_one(
+        limit in 1u64..12,
+        gaps in prop::collection::vec(prop_oneof![Just(0u64), 0u64..1_200, 990u64..1_000], 1..400),
+    ) {
+        const W: u64 = 1_000;
+        let limiter = DirectLimiter::with_clock(
+            SlidingWindow::new(Quota::new(limit, Duration::from_nanos(W)).unwrap()).unwrap(),
+            ManualClock::new(),
+        );
+        let mut now = 1_000_000_000u64;
+        let mut admitted = Vec::new();
+        for gap in gaps {
+            now += gap;
+            if limiter.check_at(Timestamp::from_nanos(now)).is_allowed() {
+                admitted.push(now);
+            }
+        }
+        // Every span (t - w, t] ending at an admission.
+        for (i, &end) in admitted.iter().enumerate() {
+            let inside = admitted[..=i].iter().filter(|&&t| t + W > end).count() as u64;
+            prop_assert!(inside < 2 * limit, "{inside} admissions in ({}, {end}], limit {limit}", end - W);
+        }
+    }
+}
+
 /// On a backward step the limiter may refuse what the model fed running-maximum timestamps
 /// admits (a step back within the latest window weighs the previous window more), and, having
 /// counted less, admit more later, so its admitted total can exceed that replay's. Limit 10 per
