@@ -161,11 +161,7 @@ pub async fn get(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Answer {
-    let mut request = Request::get(format!("http://{address}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    send(client, request.body(Empty::new()).expect("a valid request")).await
+    with_method(http::Method::GET, client, address, path, headers).await
 }
 
 /// As [`get`], with `POST` (the method of every gRPC call).
@@ -175,7 +171,20 @@ pub async fn post(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Answer {
-    let mut request = Request::post(format!("http://{address}{path}"));
+    with_method(http::Method::POST, client, address, path, headers).await
+}
+
+/// Sends `method path` with `headers` to `address` and reads the whole answer.
+async fn with_method(
+    method: http::Method,
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    address: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{address}{path}"));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
