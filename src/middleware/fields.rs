@@ -504,16 +504,17 @@ mod tests {
             policy: Policy,
             window: Duration,
             clock: &ManualClock,
-            limiter: impl Fn(bool) -> Decision,
+            reset: impl Fn() -> bool,
+            decide: impl Fn() -> Decision,
         ) {
             let (q, w) = announced(policy);
             let window = window.as_nanos() as u64;
             // Far from time zero, on a window's start (the windows are aligned to the epoch).
             let base = 1_000_000 * window;
             for offset in [0, 1, window / 3, window / 2, window - 1] {
-                let _ = limiter(true);
+                reset();
                 let start = Timestamp::from_nanos(base + offset);
-                let got = admitted_greedily(|| limiter(false), clock, start, Duration::from_secs(w));
+                let got = admitted_greedily(&decide, clock, start, Duration::from_secs(w));
                 assert!(
                     got >= q,
                     "{quota}: announced q={q};w={w}, admitted {got} from offset {offset} ns"
@@ -528,13 +529,14 @@ mod tests {
             let policy = algorithm.policy();
             let clock = ManualClock::new();
             let limiter = DirectLimiter::with_clock(algorithm, clock.clone());
-            check(quota, policy, window, &clock, |reset| match reset {
-                true => {
-                    limiter.reset();
-                    Decision::allowed(0, 0, 0)
-                }
-                false => limiter.check(),
-            });
+            check(
+                quota,
+                policy,
+                window,
+                &clock,
+                || limiter.reset(),
+                || limiter.check(),
+            );
         }
         for quota in [
             "7/250ms",
@@ -554,13 +556,14 @@ mod tests {
             let clock = ManualClock::new();
             let policy = log.policy();
             let limiter = LogLimiter::with_clock(log, clock.clone());
-            check(quota, policy, window, &clock, |reset| match reset {
-                true => {
-                    limiter.reset();
-                    Decision::allowed(0, 0, 0)
-                }
-                false => limiter.check(),
-            });
+            check(
+                quota,
+                policy,
+                window,
+                &clock,
+                || limiter.reset(),
+                || limiter.check(),
+            );
         }
         Ok(())
     }
