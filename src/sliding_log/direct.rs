@@ -14,8 +14,9 @@ use crate::{Decision, Timestamp};
 
 /// A [`SlidingLog`] for one stream of requests, shared by every thread that holds a reference
 /// to it: the exact counterpart of a [`DirectLimiter`](crate::DirectLimiter), with the same
-/// methods but for `refund_n` and `refund_n_at` (the log never delays a request, so none is
-/// abandoned before its slot) and `raw_state` (its state is a ring, not a word), and the same
+/// methods but for `refund_n`, `refund_n_at`, `refund_slot`, `refund_slot_at`, `check_n_within`
+/// and `check_n_within_at` (the log never delays a request, so none waits for a slot or is
+/// abandoned before it) and `raw_state` (its state is a ring, not a word), and the same
 /// [`Decision`]s.
 ///
 /// Its ring of timestamps (8 bytes per unit of the limit) is allocated once, here, and never
