@@ -18,8 +18,10 @@ pub enum Outcome {
     /// Keyed limiters only: the request is refused because the table has no room for a new key
     /// and its policy is [`WhenFull::Refuse`](crate::WhenFull::Refuse) (fail closed).
     /// [`Decision::retry_after`] is then a hint: how long until a key that holds a slot this
-    /// key could use is due to become idle (its slot can then be reclaimed), as read during the
-    /// lookup. Another new key may take that slot first.
+    /// key could use is due to become reclaimable
+    /// ([`Algorithm::is_reclaimable`](crate::algorithm::Algorithm::is_reclaimable): idle, and
+    /// for the fixed window a whole window later), as read during the lookup. Another new key
+    /// may take that slot first.
     TableFull,
     /// The request may proceed, but it was not counted (fail open): a keyed limiter's table had
     /// no room for a new key and its policy is [`WhenFull::Admit`](crate::WhenFull::Admit), or

@@ -683,11 +683,11 @@ fn admit_policy_answers_like_a_fresh_key() {
 // ---------------------------------------------------------------------------------------------
 
 /// What the `TableFull` hint rests on, for every algorithm: a weightless decision's reset-after
-/// is exactly how long the state has until it is idle (reclaimable): idle then, and not a
-/// nanosecond before. States come from random requests (deterministic stream) at times spread
+/// is exactly how long the state has until it is idle, idle then and not a nanosecond before;
+/// and `reclaimable_in` (the hint) exactly how long until it is reclaimable. States come from random requests (deterministic stream) at times spread
 /// over several windows, and are asked about at later times.
 #[test]
-fn a_weightless_reset_after_is_the_time_until_idle() {
+fn a_weightless_reset_after_is_the_time_until_idle_and_the_hint_until_reclaimable() {
     fn check<A: Algorithm + Debug>(algorithm: A) {
         let mut stream = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
@@ -713,6 +713,20 @@ fn a_weightless_reset_after_is_the_time_until_idle() {
                 assert!(
                     !algorithm.is_idle(state, ts(at + wait - 1)),
                     "{algorithm:?}: {state} at {at} + {wait}"
+                );
+            }
+            // The hint itself: the time until reclaimable (idle, and for the fixed window a
+            // window more), exactly.
+            let wait = algorithm.reclaimable_in(state, ts(at));
+            let wait = u64::try_from(wait.as_nanos()).unwrap();
+            assert!(
+                algorithm.is_reclaimable(state, ts(at + wait)),
+                "{algorithm:?}: {state} reclaimable at {at} + {wait}"
+            );
+            if wait > 0 {
+                assert!(
+                    !algorithm.is_reclaimable(state, ts(at + wait - 1)),
+                    "{algorithm:?}: {state} not reclaimable at {at} + {wait} - 1"
                 );
             }
         }
