@@ -25,33 +25,64 @@ pub const COARSE_UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 /// quanta allows one upkeep thread per process. The first `CoarseClock::new` starts it (with
 /// [`COARSE_UPKEEP_INTERVAL`]) and keeps it running for the life of the process; every other
 /// coarse clock shares it. If another library already started quanta's upkeep, its thread is
-/// used instead (and if that library later stops it, coarse time stops advancing: use the
-/// [`PreciseClock`](super::PreciseClock) in such a process).
+/// used instead: the lag `L` above is then that thread's interval, which tollgate does not know
+/// (a review measured 247 ms behind a 250 ms upkeep: a `1000/s burst 1` bucket admitted 5 in a
+/// second), and if that library later stops it, coarse time stops advancing. Use the
+/// [`PreciseClock`](super::PreciseClock) in such a process. If the upkeep thread cannot be
+/// spawned (a thread limit, no memory), every coarse clock of the process reads the precise
+/// time instead, as [`is_coarse`](Self::is_coarse) then says: quanta would otherwise leave
+/// its coarse time frozen at the failed start, and a limiter on it would never refill.
 ///
 /// ```
 /// use tollgate::{Clock, CoarseClock};
 ///
 /// let clock = CoarseClock::new();
 /// assert!(clock.now().as_nanos() > 0);
+/// assert!(clock.is_coarse()); // its upkeep thread runs
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct CoarseClock {
     origin: &'static Origin,
+    /// Whether an upkeep thread refreshes quanta's recent time (tollgate's or another
+    /// library's); `false` when tollgate's could not be spawned, and every reading is precise.
+    recent: bool,
+}
+
+/// What became of tollgate's attempt to start quanta's upkeep thread.
+#[derive(Debug)]
+enum Upkeep {
+    /// tollgate's thread runs; the handle keeps it running for the life of the process.
+    Started { _running: quanta::Handle },
+    /// Another library's upkeep thread already ran.
+    Shared,
+    /// The thread could not be spawned: quanta's recent time stays at the failed start's
+    /// reading forever (quanta sets it before spawning), so it must not be read.
+    Unavailable,
 }
 
 impl CoarseClock {
     /// The coarse clock, starting the shared upkeep thread if it is not running yet.
     pub fn new() -> CoarseClock {
-        static UPKEEP: OnceLock<Option<quanta::Handle>> = OnceLock::new();
+        static UPKEEP: OnceLock<Upkeep> = OnceLock::new();
         let origin = Origin::get();
-        UPKEEP.get_or_init(|| {
-            // An error means another upkeep thread already runs (or none could be spawned, in
-            // which case quanta's recent time falls back to a full clock read): both work.
-            quanta::Upkeep::new_with_clock(COARSE_UPKEEP_INTERVAL, origin.clock.clone())
-                .start()
-                .ok()
+        let upkeep = UPKEEP.get_or_init(|| {
+            match quanta::Upkeep::new_with_clock(COARSE_UPKEEP_INTERVAL, origin.clock.clone()).start() {
+                Ok(_running) => Upkeep::Started { _running },
+                Err(quanta::Error::UpkeepRunning) => Upkeep::Shared,
+                Err(quanta::Error::FailedToSpawnUpkeepThread(_)) => Upkeep::Unavailable,
+            }
         });
-        CoarseClock { origin }
+        CoarseClock {
+            origin,
+            recent: !matches!(upkeep, Upkeep::Unavailable),
+        }
+    }
+
+    /// Whether this clock reads the coarse time an upkeep thread publishes: `false` only when
+    /// the upkeep thread could not be spawned, in which case it reads the precise time (as a
+    /// [`PreciseClock`](super::PreciseClock) does), so that limiters still refill.
+    pub fn is_coarse(&self) -> bool {
+        self.recent
     }
 }
 
@@ -64,6 +95,9 @@ impl Default for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Timestamp {
-        self.origin.timestamp(quanta::Instant::recent())
+        match self.recent {
+            true => self.origin.timestamp(quanta::Instant::recent()),
+            false => self.origin.now(),
+        }
     }
 }
