@@ -1,13 +1,17 @@
 //! Where `now` comes from. Clocks are read once per decision, at the API edge; the decision
 //! logic itself takes `now` as an argument.
 //!
-//! Every clock here reports nanoseconds since the UNIX epoch on one shared timeline, so window
-//! boundaries fall on wall-clock multiples of the window. The precise and coarse clocks are
-//! monotonic readings of [`quanta`] anchored once per process to the system time.
+//! Every clock here reports nanoseconds since the UNIX epoch, so window boundaries fall on
+//! multiples of the window on that timeline. The precise and coarse clocks are monotonic
+//! readings of [`quanta`] anchored once per process to the system time: they start on the wall
+//! clock and then drift from it by quanta's calibration error (parts per million, differently in
+//! each process). [`SystemClock`] reads the system time itself, for processes that must share
+//! one timeline.
 
 mod coarse;
 mod manual;
 mod precise;
+mod system;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -15,6 +19,7 @@ use std::time::{Duration, SystemTime};
 pub use coarse::{CoarseClock, COARSE_UPKEEP_INTERVAL};
 pub use manual::ManualClock;
 pub use precise::PreciseClock;
+pub use system::SystemClock;
 
 use crate::time::duration_to_nanos_saturating;
 use crate::Timestamp;

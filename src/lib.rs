@@ -43,8 +43,9 @@
 //! # Clocks
 //! [`PreciseClock`] reads quanta on every decision; [`CoarseClock`] reads a timestamp refreshed
 //! every millisecond by one shared thread (cheaper; its lag of up to 1 ms, which varies between
-//! readings, lets a quota over a real span stretch by up to that lag); [`ManualClock`] moves only
-//! when told. A clock may step backwards: no limiter panics, refills or admits more because of
+//! readings, lets a quota over a real span stretch by up to that lag); [`SystemClock`] reads the
+//! system time, for processes that must share one timeline (the other two drift from it by parts
+//! per million); [`ManualClock`] moves only when told. A clock may step backwards: no limiter panics, refills or admits more because of
 //! it. The buckets decide at the earlier time, so a step back can only refuse more (for up to
 //! about as long as the step); the windows stay in the window they stored; the sliding log
 //! decides as if the clock had stood still (a keyed limiter's forgotten keys aside:
@@ -79,7 +80,7 @@ pub use algorithm::{
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub use breaker::Breaker;
-pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
+pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock, SystemClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;
 pub use error::{CapacityError, CostTooLarge, QuotaError};

@@ -16,7 +16,9 @@ use crate::clock::Clock;
 /// - [`TimeSource::Client`]: the caller's clock, in nanoseconds, rounded **down** to whole
 ///   microseconds (an earlier time never admits more). For tests and replays, and for fleets
 ///   whose clocks are synchronised: instances whose clocks differ by `d` see refills and window
-///   boundaries `d` apart.
+///   boundaries `d` apart. Give such a fleet a [`SystemClock`](crate::SystemClock): the precise
+///   and coarse clocks drift from the system time by parts per million, differently in each
+///   process.
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum TimeSource {
