@@ -40,6 +40,7 @@ mod error;
 mod layer;
 mod limiter;
 mod policy;
+mod redacted;
 mod refund;
 mod reply;
 mod reset;
@@ -51,4 +52,5 @@ pub use limiter::{
     RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,
 };
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
+pub use redacted::redacted_url;
 pub use time::TimeSource;

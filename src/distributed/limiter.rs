@@ -559,8 +559,8 @@ impl fmt::Debug for RedisLimiter {
     }
 }
 
-/// Configures a [`RedisLimiter`]; see [`RedisLimiter::builder`].
-#[derive(Debug)]
+/// Configures a [`RedisLimiter`]; see [`RedisLimiter::builder`]. Its `Debug` output hides the
+/// URL's password ([`redacted_url`](super::redacted_url)).
 #[must_use = "a builder does nothing until `connect` is awaited"]
 pub struct RedisLimiterBuilder {
     url: String,
@@ -570,6 +570,20 @@ pub struct RedisLimiterBuilder {
     time: TimeSource,
     deadline: Duration,
     probe_interval: Duration,
+}
+
+impl fmt::Debug for RedisLimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiterBuilder")
+            .field("url", &super::redacted_url(&self.url))
+            .field("algorithm", &self.algorithm)
+            .field("policy", &self.policy)
+            .field("prefix", &self.prefix)
+            .field("time", &self.time)
+            .field("deadline", &self.deadline)
+            .field("probe_interval", &self.probe_interval)
+            .finish()
+    }
 }
 
 impl RedisLimiterBuilder {
@@ -680,6 +694,23 @@ mod tests {
 
     fn server_error(kind: ServerErrorKind, description: &'static str, detail: &str) -> RedisError {
         RedisError::from((ErrorKind::Server(kind), description, detail.to_owned()))
+    }
+
+    /// A builder logged with `{:?}` must not write the Redis password into the log.
+    #[test]
+    fn a_builder_debug_hides_the_password() {
+        let bucket = crate::TokenBucket::new("10/s".parse().unwrap()).unwrap();
+        let builder = RedisLimiter::builder(
+            "redis://default:hunter2@redis.internal:6379/0",
+            bucket,
+            FailurePolicy::FailOpen,
+        );
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("redis://default:***@redis.internal:6379/0"),
+            "{shown}"
+        );
     }
 
     #[test]
