@@ -642,9 +642,9 @@ fn parsed_but_invalid_quotas_keep_their_typed_error() {
     for (text, expected) in cases {
         let err = parse_err(text);
         assert_eq!(err.quota_error(), Some(&expected), "{text:?}");
-        // The source is the same typed error, and the message carries both the input and it.
-        let source = err.source().expect("an invalid quota has a source");
-        assert_eq!(source.to_string(), expected.to_string());
+        // The message carries both the input and the typed error's message, so the typed error
+        // is not its source as well (a chain printer would print it twice).
+        assert!(err.source().is_none(), "{text:?}");
         assert_mentions(
             &err.to_string(),
             &[&format!("invalid quota {text:?}"), &expected.to_string()],
@@ -716,4 +716,52 @@ fn burst_too_large_from_a_parsed_quota() {
             max: 18_446_744_073
         })
     ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error chains
+// ---------------------------------------------------------------------------------------------
+
+/// Every message along `error`'s `source()` chain, outermost first.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut messages = vec![error.to_string()];
+    let mut next = error.source();
+    while let Some(error) = next {
+        messages.push(error.to_string());
+        next = error.source();
+    }
+    messages
+}
+
+/// An error either includes its source's message or returns that source, never both: a chain
+/// printer (anyhow's `{:#}`, eyre, tracing) would print the same text twice (a review found four
+/// errors that did).
+#[test]
+fn no_error_repeats_its_source() {
+    #[cfg_attr(not(any(feature = "tower", feature = "redis")), allow(unused_mut))]
+    let mut errors: Vec<Box<dyn std::error::Error + 'static>> = vec![
+        Box::new(parse_err("0/s")),
+        Box::new(parse_err("5/1000000d")),
+        Box::new(parse_err("10/fortnight")),
+        Box::new(QuotaError::ZeroCount),
+        Box::new(CostTooLarge { cost: 5, capacity: 3 }),
+    ];
+    #[cfg(feature = "tower")]
+    {
+        use tollgate::middleware::LimiterError;
+        let error = LimiterError::from(CostTooLarge { cost: 5, capacity: 3 });
+        assert!(error.reason().downcast_ref::<CostTooLarge>().is_some());
+        errors.push(Box::new(error));
+        errors.push(Box::new(LimiterError::new(std::io::Error::other("store down"))));
+    }
+    #[cfg(feature = "redis")]
+    errors.push(Box::new(tollgate::distributed::RedisCheckError::from(
+        CostTooLarge { cost: 5, capacity: 3 },
+    )));
+    for error in &errors {
+        let messages = chain(&**error);
+        for pair in messages.windows(2) {
+            assert!(!pair[0].contains(&pair[1]), "{messages:?}");
+        }
+    }
 }

@@ -11,8 +11,11 @@ use crate::{CostTooLarge, Timestamp};
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisConfigError {
-    /// The Redis URL could not be parsed.
-    InvalidUrl(redis::RedisError),
+    /// The Redis URL could not be parsed, or the client could not be configured from it.
+    InvalidUrl {
+        /// What the Redis client said (without the URL, which may hold a password).
+        reason: String,
+    },
     /// A window is not a whole number of microseconds, the unit of the scripts (and of the
     /// server's `TIME`); its boundaries would fall elsewhere than a local limiter's.
     NotWholeMicros {
@@ -75,7 +78,11 @@ pub enum RedisConfigError {
 impl fmt::Display for RedisConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RedisConfigError::InvalidUrl(error) => write!(f, "invalid Redis URL: {error}"),
+            RedisConfigError::InvalidUrl { reason } => write!(
+                f,
+                "invalid Redis URL ({reason}); expected `redis://[[user]:password@]host[:port][/db]` \
+                 or `redis+unix:///path/to/socket[?db=N]`"
+            ),
             RedisConfigError::NotWholeMicros { algorithm, window } => write!(
                 f,
                 "the {algorithm}'s window of {window:?} is not a whole number of microseconds, the unit of the Redis scripts"
@@ -117,14 +124,7 @@ impl fmt::Display for RedisConfigError {
     }
 }
 
-impl std::error::Error for RedisConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RedisConfigError::InvalidUrl(error) => Some(error),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for RedisConfigError {}
 
 /// A decision the distributed limiter refuses to make, whatever its failure policy: the
 /// request itself, or the data in Redis, is wrong, and no fallback would make it right.
@@ -202,14 +202,8 @@ impl fmt::Display for RedisCheckError {
     }
 }
 
-impl std::error::Error for RedisCheckError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RedisCheckError::CostTooLarge(error) => Some(error),
-            _ => None,
-        }
-    }
-}
+/// No source: the one error this wraps, [`CostTooLarge`], is its whole message.
+impl std::error::Error for RedisCheckError {}
 
 /// Why [`RedisLimiter::reset`](super::RedisLimiter::reset) could not forget a key in Redis.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -572,6 +572,14 @@ pub struct RedisLimiterBuilder {
     probe_interval: Duration,
 }
 
+/// The client's complaint about a URL, as tollgate's own error: the `redis` crate's error type
+/// stays out of tollgate's API.
+fn invalid_url(error: RedisError) -> RedisConfigError {
+    RedisConfigError::InvalidUrl {
+        reason: error.to_string(),
+    }
+}
+
 impl fmt::Debug for RedisLimiterBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiterBuilder")
@@ -641,7 +649,7 @@ impl RedisLimiterBuilder {
             return Err(RedisConfigError::ZeroDeadline);
         }
         let program = self.algorithm.program()?;
-        let client = Client::open(self.url.as_str()).map_err(RedisConfigError::InvalidUrl)?;
+        let client = Client::open(self.url.as_str()).map_err(invalid_url)?;
         let config = ConnectionManagerConfig::new()
             // Retry soon after a restart; the deadline, not the backoff, bounds each decision.
             .set_min_delay(Duration::from_millis(10))
@@ -650,8 +658,7 @@ impl RedisLimiterBuilder {
             // Answers later than the deadline are dropped, so that a hung server does not pile up
             // requests in the connection.
             .set_response_timeout(Some(self.deadline));
-        let connection =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(RedisConfigError::InvalidUrl)?;
+        let connection = ConnectionManager::new_lazy_with_config(client, config).map_err(invalid_url)?;
         Ok(RedisLimiter {
             connection,
             algorithm: self.algorithm,

@@ -289,6 +289,20 @@ impl LimiterError {
             source: Arc::from(source.into()),
         }
     }
+
+    /// Why the limiter could not decide, to downcast to the limiter's own error type:
+    ///
+    /// ```
+    /// use tollgate::middleware::LimiterError;
+    /// use tollgate::CostTooLarge;
+    ///
+    /// fn too_heavy(error: &LimiterError) -> bool {
+    ///     error.reason().downcast_ref::<CostTooLarge>().is_some()
+    /// }
+    /// ```
+    pub fn reason(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.source
+    }
 }
 
 impl From<CostTooLarge> for LimiterError {
@@ -303,8 +317,11 @@ impl fmt::Display for LimiterError {
     }
 }
 
+/// Its message includes the reason's, so its source is the reason's own source (an error chain
+/// printer would otherwise print the reason twice); [`LimiterError::reason`] gives the reason
+/// itself, to downcast.
 impl Error for LimiterError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&*self.source)
+        self.source.source()
     }
 }

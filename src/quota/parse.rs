@@ -108,14 +108,9 @@ impl fmt::Display for ParseQuotaError {
     }
 }
 
-impl std::error::Error for ParseQuotaError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.reason {
-            Reason::Invalid(error) | Reason::PeriodOverflow { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
+/// No source: the message already says what an invalid quota's [`QuotaError`] says (an error
+/// chain printer would print it twice); [`ParseQuotaError::quota_error`] gives it typed.
+impl std::error::Error for ParseQuotaError {}
 
 /// Parses the quota grammar:
 ///
