@@ -29,6 +29,7 @@ use crate::{Decision, Timestamp};
 /// still being limited, or that it may not forget yet (none is
 /// [reclaimable](Algorithm::is_reclaimable)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WhenFull {
     /// Refuse the request ([`Outcome::TableFull`](crate::Outcome::TableFull)): fail closed.
     /// No client gets more than its quota, but a new client waits for room.

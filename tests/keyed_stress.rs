@@ -655,6 +655,7 @@ fn full_of_debt<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
                         "{name}: {d:?} is not a fresh key's {fresh:?}"
                     );
                 }
+                other => panic!("a policy this test does not know: {other:?}"),
             }
         }
         assert_eq!(limiter.len(), len, "{name}: nothing was stored");
@@ -671,6 +672,7 @@ fn full_of_debt<A: Algorithm + Copy + Debug>(algorithm: A, name: &str) {
                         "{name}: key {key} was counted: {again:?}"
                     );
                 }
+                other => panic!("a policy this test does not know: {other:?}"),
             }
         }
         assert_eq!(limiter.len(), len, "{name}: nothing was stored");

@@ -310,6 +310,7 @@ fn keyed_full_table_refuses_or_admits_untracked_but_never_overcounts() {
                     let expected = match policy {
                         WhenFull::Refuse => Outcome::TableFull,
                         WhenFull::Admit => Outcome::AllowedUntracked,
+                        other => panic!("a policy this test does not know: {other:?}"),
                     };
                     assert!(
                         answers.iter().all(|d| d.outcome() == expected),

@@ -11,6 +11,7 @@ use super::key::{peer_ip, KeyError, KeyExtractor};
 
 /// The forwarding header a [`ClientIp`] reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2`.
     #[default]

@@ -61,6 +61,7 @@ impl<K: Clone> MissingKey<K> {
 
 /// What the layer does when the limiter cannot decide ([`LimiterError`](super::LimiterError)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OnLimiterError {
     /// Fail closed: answer with this status (the default: `503 Service Unavailable`) and a
     /// `Retry-After` of [`RateLimitBuilder::limiter_error_retry_after`] (default 1 s), so that
