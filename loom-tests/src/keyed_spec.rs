@@ -173,6 +173,7 @@ impl<A: Algorithm> Spec<'_, A> {
                     outcome: Outcome::AllowedUntracked,
                     ..Answer::from(self.algorithm.decide(FRESH_STATE, now, cost).decision)
                 },
+                other => panic!("a policy this specification does not know: {other:?}"),
             };
             steps.push((map.clone(), Some(answer)));
         }
