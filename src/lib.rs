@@ -51,9 +51,19 @@
 //! decides as if the clock had stood still (a keyed limiter's forgotten keys aside:
 //! `docs/design.md`, "Time that goes backwards").
 //!
+//! # Features
+//! None is on by default; the limiters above need none.
+//! - `tower`: `tollgate::middleware`, a tower layer (axum, hyper, tonic) that answers a refused request
+//!   with `429`, `Retry-After` and the `RateLimit` fields.
+//! - `redis`: `tollgate::distributed`, limiters that share one quota through Redis (one Lua script per
+//!   decision, the server's clock by default). On Rust 1.87, let Cargo pick dependency versions
+//!   that build on it (`resolver = "3"`, the default of edition 2024, or
+//!   `CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback`): the newest `redis` releases need 1.88.
+//!
 //! The design (bit layouts, the CAS loop, orderings, clocks) is in `docs/design.md`.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod algorithm;
 #[cfg(any(feature = "redis", tollgate_loom))]
@@ -63,11 +73,13 @@ pub mod clock;
 mod decision;
 mod direct;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod distributed;
 mod divisor;
 mod error;
 mod keyed;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
 mod quota;
 mod sliding_log;

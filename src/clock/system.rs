@@ -9,7 +9,7 @@ use crate::Timestamp;
 /// Reads the system's wall clock (`SystemTime::now()`) at every decision.
 ///
 /// The clock for processes that must share one timeline, such as a fleet deciding through Redis
-/// on its own time ([`TimeSource::Client`](crate::distributed::TimeSource), feature `redis`) on
+/// on its own time (`tollgate::distributed::TimeSource::Client`, feature `redis`) on
 /// hosts that keep their system time in sync. The [`PreciseClock`](super::PreciseClock) and
 /// [`CoarseClock`](super::CoarseClock) are anchored to the system time once per process and
 /// then run on quanta's counter, at the rate quanta estimated when the process started: they
