@@ -1363,16 +1363,22 @@ fn coarse_clocks_share_one_upkeep_and_lag_only_a_little() {
 
 /// `Algorithm::decide` with a weight above the capacity (which the limiters refuse with
 /// `CostTooLarge` before deciding) is denied with a retry-after of "never" by every algorithm:
-/// no instant would let it pass, whatever the state.
+/// no instant would let it pass, whatever the state. `2^56` units of a 100 ms interval are
+/// `390,625 * 2^64` ns: a product that wrapped instead of saturating would read as weightless.
 #[test]
 fn a_weight_above_the_capacity_is_never_promised_a_retry() {
     const T0: u64 = 1_700_000_000_000_000_000;
     fn never<A: Algorithm>(algorithm: A, name: &str) {
-        let cost = algorithm.capacity() + 1;
-        for state in [FRESH_STATE, 1, T0, T0 + 5_000_000_000, u64::MAX] {
-            let d = algorithm.decide(state, ts(T0), cost).decision;
-            assert!(!d.is_allowed(), "{name}: {d:?}");
-            assert_eq!(ns(d.retry_after()), u64::MAX, "{name} from {state}: {d:?}");
+        for cost in [algorithm.capacity() + 1, 1 << 56, u64::MAX] {
+            for state in [FRESH_STATE, 1, T0, T0 + 5_000_000_000, u64::MAX] {
+                let d = algorithm.decide(state, ts(T0), cost).decision;
+                assert!(!d.is_allowed(), "{name}, weight {cost}: {d:?}");
+                assert_eq!(
+                    ns(d.retry_after()),
+                    u64::MAX,
+                    "{name} from {state}, weight {cost}: {d:?}"
+                );
+            }
         }
     }
     never(tb("10/s"), "token bucket");

@@ -765,3 +765,10 @@ fn no_error_repeats_its_source() {
         }
     }
 }
+
+/// `100 per` with nothing after it asks for the whole form, as a missing separator does.
+#[test]
+fn a_dangling_per_asks_for_the_whole_form() {
+    let message = parse_err("100 per").to_string();
+    assert_mentions(&message, &["(or `<count> per <period>`)"]);
+}

@@ -823,6 +823,30 @@ fn a_fixed_window_key_is_kept_a_window_past_its_own() {
     assert!(fixed_window(5).is_idle(state, ts(boundary)));
     assert!(!fixed_window(5).is_reclaimable(state, ts(boundary + SEC - 1)));
     assert!(fixed_window(5).is_reclaimable(state, ts(boundary + SEC)));
+    // The full table's hint counts down to that instant, and is zero from it on.
+    for (at, wait) in [
+        (boundary, SEC),
+        (boundary + SEC - 1, 1),
+        (boundary + SEC, 0),
+        (boundary + 10 * SEC, 0),
+    ] {
+        let hint = fixed_window(5).reclaimable_in(state, ts(at));
+        assert_eq!(hint.as_nanos(), u128::from(wait), "at B + {}", at - boundary);
+    }
+}
+
+/// A sliding window whose previous window still weighs is not idle, even with nothing in its
+/// current window (a state no decision stores, but `Algorithm::is_idle` is public): reclaiming
+/// it would forget the previous count's weight.
+#[test]
+fn a_sliding_window_whose_previous_window_weighs_is_not_idle() {
+    let window = sliding_window(100);
+    let state = window.state(T0 / SEC, 80, 0).raw();
+    let now = ts(T0 + SEC / 4);
+    let fresh = window.decide(FRESH_STATE, now, 1).decision;
+    assert!(!same_numbers(&window.decide(state, now, 1).decision, &fresh));
+    assert!(!window.is_idle(state, now));
+    assert!(!window.is_reclaimable(state, now));
 }
 
 /// `len()` counts held keys, idle ones included; `active()` only those still being limited:

@@ -182,3 +182,23 @@ fn concurrent_checks_and_refunds_balance_exactly() {
     });
     assert_eq!(units_left(&bucket, at(0)), 4);
 }
+
+/// A refund of any weight, however large, gives back at most what is outstanding: a drained
+/// bucket is full again, never more (`2^56` units of a 100 ms interval would wrap to 0 ns if the
+/// product wrapped instead of saturating).
+#[test]
+fn a_refund_of_a_huge_weight_fills_the_bucket_and_no_more() {
+    for cost in [u64::MAX, 1 << 56] {
+        let limiter = ten_per_second();
+        while limiter.check().is_allowed() {}
+        assert!(limiter.refund_n(cost), "weight {cost}");
+        assert_eq!(limiter.peek().remaining(), 9, "weight {cost}");
+        for _ in 0..10 {
+            assert!(limiter.check().is_allowed(), "weight {cost}");
+        }
+        assert!(
+            !limiter.check().is_allowed(),
+            "weight {cost}: more than the burst came back"
+        );
+    }
+}

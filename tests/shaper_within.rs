@@ -69,3 +69,39 @@ fn a_weight_above_the_capacity_is_an_error_within_a_maximum_too() {
     assert_eq!((error.cost, error.capacity), (u64::MAX, 10));
     assert_eq!(keyed.len(), 0);
 }
+
+/// A wait of exactly the maximum is within it; a maximum one nanosecond shorter refuses, and the
+/// refusal's retry-after is that nanosecond.
+#[test]
+fn a_wait_of_exactly_the_maximum_is_admitted() {
+    let wait = Duration::from_millis(100);
+    for (max, admitted) in [(wait, true), (wait - Duration::from_nanos(1), false)] {
+        let shaper = LeakyBucket::new("10/s burst 3".parse().unwrap()).unwrap();
+        let limiter = DirectLimiter::with_clock(shaper, ManualClock::starting_at(ts(T0)));
+        assert_eq!(limiter.check().delay(), Duration::ZERO);
+        let d = limiter.check_n_within(1, max).unwrap();
+        assert_eq!(d.is_allowed(), admitted, "max {max:?}: {d:?}");
+        match admitted {
+            true => assert_eq!(d.delay(), wait),
+            false => assert_eq!(d.retry_after(), Duration::from_nanos(1)),
+        }
+    }
+}
+
+/// A maximum wait longer than a `u64` of nanoseconds holds is no maximum, not that length cut to
+/// 64 bits (`18,446,744,074 s` cut so would be 0.29 s, shorter than the 1 s wait here).
+#[test]
+fn a_maximum_past_u64_nanoseconds_is_no_maximum() {
+    let huge = Duration::from_secs(18_446_744_074);
+    let shaper = LeakyBucket::new("1/s burst 3".parse().unwrap()).unwrap();
+    let direct = DirectLimiter::with_clock(shaper, ManualClock::starting_at(ts(T0)));
+    assert!(direct.check().is_allowed());
+    let d = direct.check_n_within(1, huge).unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.delay(), Duration::from_secs(1));
+    let keyed = KeyedLimiter::<u64, _, _>::with_clock(shaper, 8, ManualClock::starting_at(ts(T0))).unwrap();
+    assert!(keyed.check(&1).is_allowed());
+    let d = keyed.check_n_within(&1, 1, huge).unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.delay(), Duration::from_secs(1));
+}

@@ -257,6 +257,17 @@ mod tests {
         .unwrap()
     }
 
+    /// A reply whose window started more than a window before now (which only Redis can send:
+    /// a local state always moves to the window holding now) weighs the previous count at 0,
+    /// without an overflow.
+    #[test]
+    fn a_window_that_started_over_a_window_ago_weighs_nothing() {
+        let window = SlidingWindow::new("100/min".parse().unwrap()).unwrap();
+        let d = sliding_window(&window, 1, 80, 30, -61_000_000, 1).expect("believed");
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), 69);
+    }
+
     #[test]
     fn gcra_replies_become_the_cores_decisions() {
         // Admitted with the TAT 300 ms ahead after a weight-2 request: 2 units remain.
