@@ -42,6 +42,8 @@ mod limiter;
 mod policy;
 mod redacted;
 mod refund;
+#[cfg(feature = "tower")]
+mod refund_queue;
 mod reply;
 mod reset;
 mod time;

@@ -44,11 +44,12 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// was counted ([`decide_within`](RateLimiter::decide_within) says where). A slot Redis gave goes
 /// back to the fleet only if it still ends the key's queue there: [`refund`](RateLimiter::refund)
 /// starts one `EVALSHA` of `gcra_refund.lua` with the slot's end (the refund of
-/// [`RedisLimiter::refund_n`], made conditional) on a task of its own and returns at once,
-/// since it is called from a destructor. Without a tokio runtime on the dropping thread
-/// nothing is started (and nothing panics); the refund is best
-/// effort, its failures are dropped, and a refund still in flight when the runtime shuts down
-/// is lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
+/// [`RedisLimiter::refund_n`], made conditional) and returns at once, since it is called from a
+/// destructor: the refund waits in the limiter's queue, which one task sends one after the
+/// other, so that refunds reach Redis in the order the slots were given back (D, C and B
+/// leaving in that order give back all three). Without a tokio runtime on the dropping thread
+/// nothing is queued (and nothing panics); the refund is best effort, its failures are
+/// dropped, and refunds still queued when the runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
 /// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's
 /// own limiter, which did, under the same condition as Redis's when the fallback named the
 /// slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and
@@ -134,12 +135,9 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost, end) else {
             return;
         };
-        // tokio's `rt` (the `redis` feature asks for it): the refund runs on a task of its own.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                // Best effort: nobody is left to tell (see above).
-                let _ = refund.run().await;
-            });
-        }
+        // Behind the refunds given back before it, on one task of this limiter's (tokio's `rt`,
+        // which the `redis` feature asks for): a slot's refund must reach Redis after those of
+        // the slots queued behind it, or it finds the queue ending elsewhere.
+        self.refunds().push(refund);
     }
 }

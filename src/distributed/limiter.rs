@@ -12,6 +12,8 @@ use super::algorithm::{Program, RedisAlgorithm};
 use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
+#[cfg(feature = "tower")]
+use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
 use crate::breaker::Breaker;
@@ -86,6 +88,9 @@ pub struct RedisLimiter {
     probe_interval: Duration,
     /// Shared with the refunds in flight (see [`Refund`]).
     breaker: Arc<Breaker>,
+    /// The tower layer's refunds, sent in the order given back.
+    #[cfg(feature = "tower")]
+    refunds: RefundQueue,
 }
 
 impl RedisLimiter {
@@ -208,6 +213,12 @@ impl RedisLimiter {
             slot_end: end,
             deadline: self.deadline,
         }))
+    }
+
+    /// The queue of the tower layer's refunds (see [`RefundQueue`]).
+    #[cfg(feature = "tower")]
+    pub(super) fn refunds(&self) -> &RefundQueue {
+        &self.refunds
     }
 
     /// The algorithm and its parameters.
@@ -669,6 +680,8 @@ impl RedisLimiterBuilder {
             policy: self.policy,
             probe_interval: self.probe_interval,
             breaker: Arc::new(Breaker::new(self.probe_interval)),
+            #[cfg(feature = "tower")]
+            refunds: RefundQueue::default(),
         })
     }
 }

@@ -13,8 +13,8 @@ use super::limiter::classify;
 use crate::breaker::Breaker;
 
 /// One refund, prepared: it owns everything its round trip needs (a handle on the shared
-/// connection and breaker, the key, the packed arguments), so that it can run on a task of its
-/// own, started from a destructor.
+/// connection and breaker, the key, the packed arguments), so that it can wait in the
+/// limiter's refund queue, started from a destructor.
 pub(crate) struct Refund {
     pub(crate) connection: ConnectionManager,
     pub(crate) breaker: Arc<Breaker>,
@@ -33,8 +33,8 @@ impl Refund {
     /// Best effort: when Redis does not answer within the deadline, fails, or was found down
     /// less than a probe interval ago (the breaker is open), nothing is given back (`false`).
     /// A refund asks the breaker as a decision does, and an answer closes it; a refund's
-    /// failure does not open it: a refund runs on its own task, and the next decision, which
-    /// waits on Redis anyway, finds out by itself (a refund that took the probe and failed
+    /// failure does not open it: the layer's refunds have nobody to tell, and the next decision,
+    /// which waits on Redis anyway, finds out by itself (a refund that took the probe and failed
     /// leaves the breaker open for another pause, as any failed probe).
     pub(crate) async fn run(self) -> Result<bool, RedisCheckError> {
         if !self.breaker.should_ask() {
