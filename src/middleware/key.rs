@@ -116,7 +116,9 @@ impl fmt::Display for KeyError {
             }
             KeyError::MalformedForwarded { entry } => write!(
                 f,
-                "`{entry}`, written by a trusted proxy in the forwarding header, is not an IP address"
+                "the forwarding header's entry {}, in the part the trusted proxies wrote (or one a \
+                 client garbled, with an unclosed quote, say), is not an IP address",
+                Shown(entry)
             ),
             KeyError::TooFewForwarded { hops } => write!(
                 f,
@@ -128,6 +130,20 @@ impl fmt::Display for KeyError {
 }
 
 impl std::error::Error for KeyError {}
+
+/// Text a client may have written, as a message may quote it: escaped (no control or bidi
+/// character reaches a log line or a body) and cut after 64 characters.
+struct Shown<'a>(&'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 64;
+        match self.0.char_indices().nth(SHOWN) {
+            Some((cut, _)) => write!(f, "{:?}... ({} bytes)", &self.0[..cut], self.0.len()),
+            None => write!(f, "{:?}", self.0),
+        }
+    }
+}
 
 /// The peer address of the request's connection, from a [`PeerAddr`] (or a plain
 /// `SocketAddr`) extension.
@@ -165,6 +181,13 @@ impl KeyExtractor for PeerIp {
 /// 503 with `WhenFull::Refuse`): limit by a header only once it is authenticated (the layer
 /// inside the one checking API keys), or limit the unauthenticated traffic by IP as well.
 ///
+/// The key is the value as sent, less the spaces and tabs around it: case and inner spaces
+/// count. A value that the authenticating layer reads more loosely is several quotas for one
+/// credential: `Authorization: Bearer t`, `bearer t` and `Bearer  t` (two spaces) are one token
+/// to an RFC 9110 parser and three keys here. Key such a header by what the authentication
+/// found (a [`KeyFn`] reading the identity it stored in the request's extensions), not by its
+/// text.
+///
 /// ```
 /// use tollgate::middleware::HeaderKey;
 ///
@@ -194,7 +217,10 @@ impl KeyExtractor for HeaderKey {
         let value = values
             .next()
             .ok_or_else(|| KeyError::MissingHeader(self.name.clone()))?;
-        match value.to_str() {
+        // Without the whitespace around it, which HTTP/1 parsers strip and HTTP/2 passes on
+        // (RFC 9113 calls such a value malformed): otherwise `alice` and `alice ` would be two
+        // quotas over HTTP/2 and one over HTTP/1.
+        match value.to_str().map(|text| text.trim_matches([' ', '\t'])) {
             Ok(text) if !text.is_empty() && values.next().is_none() => Ok(text.to_owned()),
             _ => Err(KeyError::InvalidHeader(self.name.clone())),
         }
@@ -260,5 +286,67 @@ where
 
     fn extract(&self, request: &Parts) -> Result<K, KeyError> {
         (self.extract)(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{HeaderValue, Request};
+
+    use super::*;
+
+    fn extract(values: &[&[u8]]) -> Result<String, KeyError> {
+        let mut request = Request::builder();
+        for value in values {
+            request = request.header("x-api-key", HeaderValue::from_bytes(value).unwrap());
+        }
+        let (parts, ()) = request.body(()).unwrap().into_parts();
+        HeaderKey::new(HeaderName::from_static("x-api-key")).extract(&parts)
+    }
+
+    /// One credential is one key over every protocol: HTTP/1 parsers strip the whitespace
+    /// around a value and HTTP/2 passes it on (a review got five quotas for `alice` over HTTP/2).
+    #[test]
+    fn a_header_key_is_the_value_without_the_whitespace_around_it() {
+        for value in [&b"alice"[..], b"alice ", b" alice", b"alice\t", b"\t alice  "] {
+            assert_eq!(extract(&[value]).unwrap(), "alice", "{value:?}");
+        }
+        // Inside the value, and in case, keys differ (see the type's documentation).
+        assert_eq!(extract(&[b"Bearer  t"]).unwrap(), "Bearer  t");
+        assert_eq!(extract(&[b"bearer t"]).unwrap(), "bearer t");
+    }
+
+    /// An entry a client may have written reaches a 5xx body or a log line escaped and cut: no
+    /// bidi override or line break of the client's, and not 10 KB of it.
+    #[test]
+    fn a_malformed_forwarding_entry_is_quoted_escaped_and_cut() {
+        let message = |entry: &str| {
+            KeyError::MalformedForwarded {
+                entry: entry.to_owned(),
+            }
+            .to_string()
+        };
+        let shown = message("for=\"<x> \u{202e}\r\nSet-Cookie: a=b");
+        assert!(!shown.contains(['\u{202e}', '\r', '\n']), "{shown}");
+        assert!(
+            shown.contains(r#""for=\"<x> \u{202e}\r\nSet-Cookie: a=b""#),
+            "{shown}"
+        );
+        let long = message(&"x".repeat(10_000));
+        assert!(long.len() < 300, "{long}");
+        assert!(
+            long.contains(&format!("{:?}... (10000 bytes)", "x".repeat(64))),
+            "{long}"
+        );
+    }
+
+    #[test]
+    fn a_header_key_needs_one_value_of_visible_ascii() {
+        let invalid = |values: &[&[u8]]| matches!(extract(values), Err(KeyError::InvalidHeader(_)));
+        assert!(matches!(extract(&[]), Err(KeyError::MissingHeader(_))));
+        assert!(invalid(&[b""]));
+        assert!(invalid(&[b"  \t "]));
+        assert!(invalid(&[b"alice", b"bob"]));
+        assert!(invalid(&[b"caf\xc3\xa9"]));
     }
 }

@@ -32,7 +32,12 @@ pub enum MissingKey<K> {
     /// Answer with this status, whatever the reason (a 4xx body says only what the request
     /// lacks; any other status's body says the whole reason, with its fix).
     Respond(StatusCode),
-    /// Limit the request under this key (all keyless requests then share one quota).
+    /// Limit the request under this key (all keyless requests then share one quota). A client
+    /// can make its own request keyless: leave out a key header, or, behind a proxy that appends
+    /// to the `Forwarded` line the client sent, open a quote the proxy's entry then falls inside
+    /// ([`KeyError::MalformedForwarded`]). With `Use`, such a client leaves its own quota for the
+    /// shared one (and spends it for every other keyless request); the default,
+    /// [`Reject`](Self::Reject), answers it with a 400.
     Use(K),
 }
 
