@@ -45,11 +45,12 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// back to the fleet only if it still ends the key's queue there: [`refund`](RateLimiter::refund)
 /// starts one `EVALSHA` of `gcra_refund.lua` with the slot's end (the refund of
 /// [`RedisLimiter::refund_n`], made conditional) and returns at once, since it is called from a
-/// destructor: the refund waits in the limiter's queue, which one task sends one after the
-/// other, so that refunds reach Redis in the order the slots were given back (D, C and B
-/// leaving in that order give back all three). Without a tokio runtime on the dropping thread
-/// nothing is queued (and nothing panics); the refund is best effort, its failures are
-/// dropped, and refunds still queued when the runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
+/// destructor: a key's refunds are sent one after the other, on a task of the runtime that
+/// gave back the first of them, so that they reach Redis in the order the slots were given back
+/// (D, C and B leaving in that order give back all three); other keys' refunds do not wait for
+/// them. Without a tokio runtime on the dropping thread nothing is sent (and nothing panics);
+/// the refund is best effort, its failures are dropped, and refunds still waiting when that
+/// runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
 /// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's
 /// own limiter, which did, under the same condition as Redis's when the fallback named the
 /// slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and
@@ -135,9 +136,9 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost, end) else {
             return;
         };
-        // Behind the refunds given back before it, on one task of this limiter's (tokio's `rt`,
-        // which the `redis` feature asks for): a slot's refund must reach Redis after those of
-        // the slots queued behind it, or it finds the queue ending elsewhere.
+        // Behind the refunds of its key given back before it, on a task (tokio's `rt`, which
+        // the `redis` feature asks for): a slot's refund must reach Redis after those of the
+        // slots queued behind it, or it finds the queue ending elsewhere.
         self.refunds().push(refund);
     }
 }

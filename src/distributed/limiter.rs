@@ -88,7 +88,7 @@ pub struct RedisLimiter {
     probe_interval: Duration,
     /// Shared with the refunds in flight (see [`Refund`]).
     breaker: Arc<Breaker>,
-    /// The tower layer's refunds, sent in the order given back.
+    /// The tower layer's refunds, each key's sent in the order given back.
     #[cfg(feature = "tower")]
     refunds: RefundQueue,
 }
