@@ -3,9 +3,11 @@
 /// `url` with its secrets hidden, for logs and `Debug` output, read as the Redis client reads it
 /// (the `url` crate's parser, through `redis::parse_redis_url`): the password of the user
 /// information (`redis://user:password@host`) reads `***`, and so does the value of every query
-/// parameter but `db` and `protocol` (a `redis+unix` URL carries its `user` and `pass` there).
-/// Text the client would not take as a Redis URL reads `<not a Redis URL>`: a parser that
-/// disagrees with the client's about where the password is could show it.
+/// parameter but `db` and `protocol` (a `redis+unix` URL carries its `user` and `pass` there),
+/// and the name of every parameter but those and `user` and `pass`. Text the client would not
+/// take as a Redis URL, and a URL with an `@` after its host (a password holding an unencoded
+/// `/`, `?` or `#` is cut there, and its first part read as the port), read as a placeholder: a
+/// parser that disagrees with the client's about where the password ends could show it.
 ///
 /// ```
 /// use tollgate::distributed::redacted_url;
@@ -19,9 +21,14 @@
 /// ```
 pub fn redacted_url(url: &str) -> String {
     const NOT_A_URL: &str = "<not a Redis URL>";
+    const CUT: &str = "<a Redis URL with an `@` after its host, hidden>";
     let Some(mut parsed) = redis::parse_redis_url(url) else {
         return NOT_A_URL.to_owned();
     };
+    let after_host = [Some(parsed.path()), parsed.query(), parsed.fragment()];
+    if parsed.has_host() && after_host.iter().flatten().any(|part| part.contains('@')) {
+        return CUT.to_owned();
+    }
     if parsed.password().is_some() && parsed.set_password(Some("***")).is_err() {
         return NOT_A_URL.to_owned();
     }
@@ -29,7 +36,8 @@ pub fn redacted_url(url: &str) -> String {
         .query_pairs()
         .map(|(name, value)| match name.as_ref() {
             "db" | "protocol" => (name.into_owned(), value.into_owned()),
-            _ => (name.into_owned(), "***".to_owned()),
+            "user" | "pass" => (name.into_owned(), "***".to_owned()),
+            _ => ("***".to_owned(), "***".to_owned()),
         })
         .collect();
     if parsed.query().is_some() {
@@ -39,7 +47,10 @@ pub fn redacted_url(url: &str) -> String {
             query.append_pair(name, value);
         }
     }
-    parsed.set_fragment(None);
+    // `rediss://...#insecure` turns certificate checks off: worth showing. Nothing else is.
+    if parsed.fragment() != Some("insecure") {
+        parsed.set_fragment(None);
+    }
     parsed.into()
 }
 
@@ -66,6 +77,11 @@ mod tests {
                 "redis://host:6379/0?protocol=resp3",
             ),
             ("not a url", "<not a Redis URL>"),
+            ("rediss://:secret@h/#insecure", "rediss://:***@h/#insecure"),
+            (
+                "redis://admin:6380?Zk9x@cache:6379/0",
+                "<a Redis URL with an `@` after its host, hidden>",
+            ),
         ] {
             assert_eq!(redacted_url(url), shown, "{url}");
         }
@@ -85,6 +101,11 @@ mod tests {
             "redis+unix:///run/redis.sock?p%61ss=secret",
             "redis:/\t/:secret@cache:6379/0",
             "redis://:secret@cache:6379/0#secret",
+            "redis+unix:///run/redis.sock?pass=sec&secret",
+            "redis+unix:///run/redis.sock?user=svc&pass=sec&ret&secret",
+            "redis://admin:secret?x@cache:6379/0",
+            "redis://admin:secret#x@cache:6379/0",
+            "redis://admin:sec/secret@cache:6379/0",
             "redis://u:secret@[::1]:6379/0",
             "redis://:s%C3%A9cret@h\u{e9}st/0",
         ] {
