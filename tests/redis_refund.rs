@@ -809,6 +809,96 @@ mod layer {
         until_tat(&mut raw, &limiter.redis_key("x"), micros(10)).await;
     }
 
+    /// Eight threads, each on a runtime of its own (half multi-threaded, half current-thread, all
+    /// kept running), give back units of three keys, with pauses of about a round trip so that
+    /// the keys' chains end and start again under the pushes: every refund reaches Redis (each
+    /// drained bucket is exactly full again), round after round on the same keys (a chain that
+    /// kept its key after ending would hold up the next round's refunds). From a review's stress
+    /// test, which failed with a yield between a chain's last pop and its removal.
+    #[test]
+    fn refunds_of_few_keys_from_many_runtimes_all_arrive() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use tollgate::middleware::{Origin, RateLimiter};
+        use tollgate::TokenBucket;
+        const KEYS: usize = 3;
+        const THREADS: usize = 8;
+        const EACH: u64 = 150;
+        let total = THREADS as u64 * EACH;
+        let server = RedisServer::start();
+        let setup = tokio::runtime::Runtime::new().unwrap();
+        // An hour per unit: a lost refund leaves the key an hour from full, which its expiry (on
+        // the server's real clock, while the client's clock stands still) does not hide.
+        let bucket = TokenBucket::new(format!("1/h burst {total}").parse().unwrap()).unwrap();
+        let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+        let limiter = Arc::new(setup.block_on(super::client_time_limiter(&server, bucket, &clock, "p:")));
+        let keys: Vec<String> = (0..KEYS).map(|key| format!("k{key}")).collect();
+        for round in 0..3 {
+            setup.block_on(async {
+                for key in &keys {
+                    assert!(limiter.check_n(key, total).await.unwrap().decision.is_allowed());
+                }
+            });
+            let done = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..THREADS)
+                .map(|thread| {
+                    let (limiter, keys, done) = (Arc::clone(&limiter), keys.clone(), Arc::clone(&done));
+                    std::thread::spawn(move || {
+                        let runtime = match thread % 2 {
+                            0 => tokio::runtime::Runtime::new().unwrap(),
+                            _ => tokio::runtime::Builder::new_current_thread()
+                                .enable_all()
+                                .build()
+                                .unwrap(),
+                        };
+                        runtime.block_on(async {
+                            let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (thread * 7_919 + round) as u64;
+                            for i in 0..EACH as usize * KEYS {
+                                seed ^= seed << 13;
+                                seed ^= seed >> 7;
+                                seed ^= seed << 17;
+                                let key = keys[(i + thread) % KEYS].clone();
+                                RateLimiter::<String>::refund(&*limiter, key, 1, Origin::Limiter);
+                                match seed % 3 {
+                                    0 => tokio::time::sleep(Duration::from_micros(seed % 1_000)).await,
+                                    1 => tokio::task::yield_now().await,
+                                    _ => std::thread::sleep(Duration::from_micros(seed % 500)),
+                                }
+                            }
+                            // Every runtime runs until every thread has pushed and the buckets
+                            // are full: a chain may run on any of them.
+                            done.fetch_add(1, Ordering::SeqCst);
+                            let full = |key: String| {
+                                let limiter = Arc::clone(&limiter);
+                                async move { limiter.peek_n(&key, total).await.unwrap().decision.is_allowed() }
+                            };
+                            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                            loop {
+                                let mut all = done.load(Ordering::SeqCst) == THREADS;
+                                for key in &keys {
+                                    all = all && full(key.clone()).await;
+                                }
+                                if all || std::time::Instant::now() > deadline {
+                                    break;
+                                }
+                                tokio::time::sleep(Duration::from_millis(5)).await;
+                            }
+                        });
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            setup.block_on(async {
+                for key in &keys {
+                    let full = limiter.peek_n(key, total).await.unwrap().decision;
+                    assert!(full.is_allowed(), "round {round}, {key}: refunds lost: {full:?}");
+                }
+            });
+        }
+    }
+
     /// On the server's clock, the script's reply names the slot's end too: the last slot given
     /// back moves the TAT back exactly one interval.
     #[tokio::test]
