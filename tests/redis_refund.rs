@@ -593,51 +593,82 @@ mod layer {
         assert_eq!(f.delay(), Duration::from_secs(40));
     }
 
-    /// Clients D, C and B leaving in that order give back all three slots, on a multi-threaded
-    /// runtime too: each refund reaches Redis after those given back before it (one queue per
-    /// limiter). With a task per refund, a review lost a refund in 24 to 76 rounds of 200: C's
-    /// refund ran before D's, found the queue ending at D's slot and gave nothing back.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn slots_given_back_from_the_end_of_the_queue_all_come_back() {
-        use tollgate::middleware::RateLimiter;
-        let server = RedisServer::start();
-        let now = Timestamp::from_secs(1_800_000_000);
-        let limiter = super::client_time_limiter(
-            &server,
+    /// The client time the shapers of the refund-chain tests stand at.
+    const FROZEN: u64 = 1_800_000_000;
+
+    /// A TAT `secs` after [`FROZEN`], in the scripts' microseconds.
+    fn frozen_micros(secs: u64) -> i64 {
+        ((FROZEN + secs) * 1_000_000) as i64
+    }
+
+    /// A Redis shaper of one slot every 10 s, 5 at once, on a client clock frozen at
+    /// [`FROZEN`]: a key's TAT only moves when the layer decides or refunds.
+    async fn frozen_shaper(server: &RedisServer) -> RedisLimiter {
+        super::client_time_limiter(
+            server,
             LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
-            &ManualClock::starting_at(now),
+            &ManualClock::starting_at(Timestamp::from_secs(FROZEN)),
             "p:",
         )
-        .await;
+        .await
+    }
+
+    /// The layer's decision for `key`: the slot it was given.
+    async fn slot(limiter: &RedisLimiter, key: &str) -> tollgate::middleware::Origin {
+        let (decision, origin) =
+            tollgate::middleware::RateLimiter::<String>::decide_within(limiter, &key.to_owned(), 1, None)
+                .await
+                .unwrap();
+        assert!(decision.is_allowed(), "{key}: {decision:?}");
+        origin
+    }
+
+    /// The layer giving `slot` of `key` back, as a response future dropped while it waits.
+    fn give_back(limiter: &RedisLimiter, key: &str, slot: tollgate::middleware::Origin) {
+        tollgate::middleware::RateLimiter::<String>::refund(limiter, key.to_owned(), 1, slot);
+    }
+
+    /// `slot` of `key` given back from a current-thread runtime of its own, which is dropped
+    /// as soon as the call returns, before running anything, or kept (not run) and returned.
+    fn give_back_from_a_side_runtime(
+        limiter: &Arc<RedisLimiter>,
+        key: &str,
+        slot: tollgate::middleware::Origin,
+        keep: bool,
+    ) -> Option<tokio::runtime::Runtime> {
+        let (limiter, key) = (Arc::clone(limiter), key.to_owned());
+        std::thread::spawn(move || {
+            let side = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            side.block_on(async { give_back(&limiter, &key, slot) });
+            keep.then_some(side)
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// Clients D, C and B leaving in that order give back all three slots, on a multi-threaded
+    /// runtime too: each refund of a key reaches Redis after those given back before it. With a
+    /// task per refund, a review lost a refund in 24 to 76 rounds of 200: C's refund ran before
+    /// D's, found the queue ending at D's slot and gave nothing back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn slots_given_back_from_the_end_of_the_queue_all_come_back() {
+        let server = RedisServer::start();
+        let limiter = frozen_shaper(&server).await;
         let mut raw = super::raw_connection(&server).await;
-        let micros = |secs: u64| (now.as_nanos() / 1_000 + secs * 1_000_000) as i64;
         for round in 0..50 {
             let key = format!("k{round}");
             let mut slots = Vec::new();
             for _ in 0..4 {
-                let (decision, origin) = RateLimiter::<String>::decide_within(&limiter, &key, 1, None)
-                    .await
-                    .unwrap();
-                assert!(decision.is_allowed());
-                slots.push(origin);
+                slots.push(slot(&limiter, &key).await);
             }
             // A proceeds at once; B, C and D wait for 10, 20 and 30 s, and leave: D, C, B.
             for slot in slots[1..].iter().rev() {
-                RateLimiter::<String>::refund(&limiter, key.clone(), 1, *slot);
+                give_back(&limiter, &key, *slot);
             }
-            let redis_key = limiter.redis_key(&key);
-            let back = async {
-                while tat(&mut raw, &redis_key).await != Some(micros(10)) {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-            };
-            if tokio::time::timeout(Duration::from_secs(5), back).await.is_err() {
-                let left = tat(&mut raw, &redis_key).await;
-                panic!(
-                    "round {round}: the queue ends at {left:?} µs, not at A's slot ({})",
-                    micros(10)
-                );
-            }
+            until_tat(&mut raw, &limiter.redis_key(&key), frozen_micros(10)).await;
         }
     }
 
@@ -661,46 +692,20 @@ mod layer {
     /// the abandoned one, which then gave nothing back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_keys_refund_does_not_wait_for_other_keys_refunds() {
-        use tollgate::middleware::RateLimiter;
         const BACKLOG: u64 = 20_000;
         let server = RedisServer::start();
-        let now = Timestamp::from_secs(1_800_000_000);
-        let limiter = super::client_time_limiter(
-            &server,
-            LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
-            &ManualClock::starting_at(now),
-            "p:",
-        )
-        .await;
+        let limiter = frozen_shaper(&server).await;
         let mut raw = super::raw_connection(&server).await;
-        let micros = |secs: u64| (now.as_nanos() / 1_000 + secs * 1_000_000) as i64;
         assert!(!limiter.refund_n("warm-up", 1).await.unwrap());
-        let decide = |key: &str| {
-            let (limiter, key) = (&limiter, key.to_owned());
-            async move {
-                RateLimiter::<String>::decide_within(limiter, &key, 1, None)
-                    .await
-                    .unwrap()
-                    .1
-            }
-        };
-        let other = decide("other").await;
-        let (_a, b) = (decide("x").await, decide("x").await);
+        let other = slot(&limiter, "other").await;
+        let (_a, b) = (slot(&limiter, "x").await, slot(&limiter, "x").await);
         let before = evalsha_calls(&mut raw).await;
         for _ in 0..BACKLOG {
-            RateLimiter::<String>::refund(&limiter, "other".to_owned(), 1, other);
+            give_back(&limiter, "other", other);
         }
         // B, waiting behind A, leaves: the queue ends at A's slot again.
-        RateLimiter::<String>::refund(&limiter, "x".to_owned(), 1, b);
-        let x = limiter.redis_key("x");
-        let back = async {
-            while tat(&mut raw, &x).await != Some(micros(10)) {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), back)
-            .await
-            .expect("x's slot never came back");
+        give_back(&limiter, "x", b);
+        until_tat(&mut raw, &limiter.redis_key("x"), frozen_micros(10)).await;
         let sent = evalsha_calls(&mut raw).await - before;
         assert!(sent < BACKLOG, "x's refund waited for {sent} calls");
     }
@@ -711,102 +716,35 @@ mod layer {
     /// by the first refund, every later refund waited for that runtime).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refund_runs_on_a_runtime_that_runs() {
-        use std::sync::Arc;
-        use tollgate::middleware::RateLimiter;
         let server = RedisServer::start();
-        let now = Timestamp::from_secs(1_800_000_000);
-        let limiter = Arc::new(
-            super::client_time_limiter(
-                &server,
-                LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
-                &ManualClock::starting_at(now),
-                "p:",
-            )
-            .await,
-        );
+        let limiter = Arc::new(frozen_shaper(&server).await);
         let mut raw = super::raw_connection(&server).await;
-        let micros = |secs: u64| (now.as_nanos() / 1_000 + secs * 1_000_000) as i64;
-        let decide = |key: &str| {
-            let (limiter, key) = (Arc::clone(&limiter), key.to_owned());
-            async move {
-                RateLimiter::<String>::decide_within(&*limiter, &key, 1, None)
-                    .await
-                    .unwrap()
-                    .1
-            }
-        };
-        let other = decide("other").await;
-        let side_limiter = Arc::clone(&limiter);
-        let side = std::thread::spawn(move || {
-            let side = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            side.block_on(async {
-                RateLimiter::<String>::refund(&*side_limiter, "other".to_owned(), 1, other);
-            });
-            side
-        })
-        .join()
-        .unwrap();
-        let (_a, b) = (decide("x").await, decide("x").await);
-        RateLimiter::<String>::refund(&*limiter, "x".to_owned(), 1, b);
-        let x = limiter.redis_key("x");
-        let back = async {
-            while tat(&mut raw, &x).await != Some(micros(10)) {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        };
-        let result = tokio::time::timeout(Duration::from_secs(10), back).await;
+        let other = slot(&limiter, "other").await;
+        let side = give_back_from_a_side_runtime(&limiter, "other", other, true);
+        let (_a, b) = (slot(&limiter, "x").await, slot(&limiter, "x").await);
+        give_back(&limiter, "x", b);
+        until_tat(&mut raw, &limiter.redis_key("x"), frozen_micros(10)).await;
         // A runtime is dropped outside another's context.
         std::thread::spawn(move || drop(side)).join().unwrap();
-        result.expect("x's slot never came back");
     }
 
     /// A refund whose runtime shut down before it ran is lost, but does not hold up its key: the
     /// next refund of the key, from a runtime that runs, reaches Redis.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refund_lost_with_its_runtime_does_not_hold_up_its_key() {
-        use std::sync::Arc;
-        use tollgate::middleware::RateLimiter;
         let server = RedisServer::start();
-        let now = Timestamp::from_secs(1_800_000_000);
-        let limiter = Arc::new(
-            super::client_time_limiter(
-                &server,
-                LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
-                &ManualClock::starting_at(now),
-                "p:",
-            )
-            .await,
-        );
+        let limiter = Arc::new(frozen_shaper(&server).await);
         let mut raw = super::raw_connection(&server).await;
-        let micros = |secs: u64| (now.as_nanos() / 1_000 + secs * 1_000_000) as i64;
-        let mut slots = Vec::new();
-        for _ in 0..2 {
-            let (_, slot) = RateLimiter::<String>::decide_within(&*limiter, &"x".to_owned(), 1, None)
-                .await
-                .unwrap();
-            slots.push(slot);
-        }
+        let (_a, b) = (slot(&limiter, "x").await, slot(&limiter, "x").await);
         // B's refund is handed to a runtime that shuts down before running it.
-        let side_limiter = Arc::clone(&limiter);
-        let b = slots[1];
-        std::thread::spawn(move || {
-            let side = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            side.block_on(async {
-                RateLimiter::<String>::refund(&*side_limiter, "x".to_owned(), 1, b);
-            });
-        })
-        .join()
-        .unwrap();
-        assert_eq!(tat(&mut raw, &limiter.redis_key("x")).await, Some(micros(20)));
+        give_back_from_a_side_runtime(&limiter, "x", b, false);
+        assert_eq!(
+            tat(&mut raw, &limiter.redis_key("x")).await,
+            Some(frozen_micros(20))
+        );
         // Given back again from this runtime, it reaches Redis.
-        RateLimiter::<String>::refund(&*limiter, "x".to_owned(), 1, b);
-        until_tat(&mut raw, &limiter.redis_key("x"), micros(10)).await;
+        give_back(&limiter, "x", b);
+        until_tat(&mut raw, &limiter.redis_key("x"), frozen_micros(10)).await;
     }
 
     /// Eight threads, each on a runtime of its own (half multi-threaded, half current-thread, all
