@@ -45,18 +45,18 @@
 //! every millisecond by one shared thread (cheaper; its lag of up to 1 ms, which varies between
 //! readings, lets a quota over a real span stretch by up to that lag); [`SystemClock`] reads the
 //! system time, for processes that must share one timeline (the other two drift from it by parts
-//! per million); [`ManualClock`] moves only when told. A clock may step backwards: no limiter panics, refills or admits more because of
-//! it. The buckets decide at the earlier time, so a step back can only refuse more (for up to
-//! about as long as the step); the windows stay in the window they stored; the sliding log
-//! decides as if the clock had stood still (a keyed limiter's forgotten keys aside:
-//! `docs/design.md`, "Time that goes backwards").
+//! per million); [`ManualClock`] moves only when told. A clock may step backwards: no limiter
+//! panics, refills or admits more because of it. The buckets decide at the earlier time, so a
+//! step back can only refuse more (for up to about as long as the step); the windows stay in
+//! the window they stored; the sliding log decides as if the clock had stood still (a keyed
+//! limiter's forgotten keys aside: `docs/design.md`, "Time that goes backwards").
 //!
 //! # Features
 //! None is on by default; the limiters above need none.
-//! - `tower`: `tollgate::middleware`, a tower layer (axum, hyper, tonic) that answers a refused request
-//!   with `429`, `Retry-After` and the `RateLimit` fields.
-//! - `redis`: `tollgate::distributed`, limiters that share one quota through Redis (one Lua script per
-//!   decision, the server's clock by default). On Rust 1.87, let Cargo pick dependency versions
+//! - `tower`: `tollgate::middleware`, a tower layer (axum, hyper, tonic) that answers a refused
+//!   request with `429`, `Retry-After` and the `RateLimit` fields.
+//! - `redis`: `tollgate::distributed`, limiters that share one quota through Redis (one Lua
+//!   script per decision, the server's clock by default). On Rust 1.87, let Cargo pick dependency versions
 //!   that build on it (`resolver = "3"`, the default of edition 2024, or
 //!   `CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback`): the newest `redis` releases need 1.88.
 //!

@@ -50,10 +50,10 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// (D, C and B leaving in that order give back all three); other keys' refunds do not wait for
 /// them. Without a tokio runtime on the dropping thread nothing is sent (and nothing panics);
 /// the refund is best effort, its failures are dropped, and refunds still waiting when that
-/// runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes to Redis, which did
-/// not count it (it would give the fleet a unit it never spent): it goes back to the fallback's
-/// own limiter, which did, under the same condition as Redis's when the fallback named the
-/// slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and
+/// runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes
+/// to Redis, which did not count it (it would give the fleet a unit it never spent): it goes
+/// back to the fallback's own limiter, which did, under the same condition as Redis's when the
+/// fallback named the slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and
 /// unconditionally when it did not ([`FailurePolicy::refund_n`](super::FailurePolicy::refund_n):
 /// a custom [`LocalFallback`](super::LocalFallback) that keeps the default
 /// [`check_slot`](super::LocalFallback::check_slot)). A decision of fail open or fail closed
