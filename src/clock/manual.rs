@@ -8,7 +8,9 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::time::duration_to_nanos_saturating;
 use crate::Timestamp;
 
-/// A clock set by hand. Clones share the same time.
+/// A clock set by hand. Clones share the same time, and a thread that reads a time another set
+/// (`set`, `advance`) sees what that thread did before setting it: a simulation that resets a
+/// limiter and then ticks the clock can have workers decide at the new time on the reset state.
 ///
 /// ```
 /// use std::time::Duration;
@@ -39,17 +41,20 @@ impl ManualClock {
 
     /// Sets the time (backwards too).
     pub fn set(&self, now: Timestamp) {
-        // Relaxed: the clock's value is self-contained; tests order their threads by joins.
-        self.nanos.store(now.as_nanos(), Ordering::Relaxed);
+        // Release: a thread that reads this time (`now`, Acquire) sees what this one did before
+        // setting it (a reset, a refill), as a simulation that ticks the clock expects.
+        self.nanos.store(now.as_nanos(), Ordering::Release);
     }
 
     /// Moves the time forward by `by`, saturating at [`Timestamp::MAX`].
     pub fn advance(&self, by: Duration) {
         let by = duration_to_nanos_saturating(by);
-        // Relaxed: as in `set`. fetch_update so concurrent advances all count.
+        // Release on the write, as in `set` (a read-modify-write also carries the earlier
+        // advances' releases on); the read needs none. fetch_update so concurrent advances all
+        // count.
         let _ = self
             .nanos
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |n| {
                 Some(n.saturating_add(by))
             });
     }
@@ -63,7 +68,7 @@ impl Default for ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        // Relaxed: as in `set`.
-        Timestamp::from_nanos(self.nanos.load(Ordering::Relaxed))
+        // Acquire: pairs with `set` and `advance`.
+        Timestamp::from_nanos(self.nanos.load(Ordering::Acquire))
     }
 }
