@@ -8,6 +8,11 @@
 //! and the admission to 1 s; admission first takes it to 2 s and the refund back to 1 s. The
 //! broken twin refunds with a plain load and store, which loom catches erasing the admission.
 //!
+//! Both parties run on spawned threads and the model's own thread only sets the bucket up,
+//! joins and checks: loom 0.7.3 does not run a spawned thread ahead of the main thread's next
+//! access when the spawned one starts with a load (tokio-rs/loom#392), so a party on the main
+//! thread explores fewer orders.
+//!
 //! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
 //! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
 #![cfg(tollgate_loom)]
@@ -40,8 +45,12 @@ fn direct_refund_and_admission_never_erase_each_other() {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || limiter.refund_n_at(1, Timestamp::UNIX_EPOCH))
         };
-        let admitted = limiter.check_at(Timestamp::UNIX_EPOCH).is_allowed();
+        let admitter = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.check_at(Timestamp::UNIX_EPOCH).is_allowed())
+        };
         assert!(refunder.join().expect("no panic"), "the unit was outstanding");
+        let admitted = admitter.join().expect("no panic");
         assert!(admitted);
         assert_eq!(limiter.raw_state(), ONE_SECOND);
     });
@@ -64,8 +73,12 @@ fn keyed_refund_race(faults: Faults) {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || limiter.refund_n_at(&7, 1, Timestamp::UNIX_EPOCH))
         };
-        let admitted = limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed();
+        let admitter = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.check_at(&7, Timestamp::UNIX_EPOCH).is_allowed())
+        };
         assert!(refunder.join().expect("no panic"), "the unit was outstanding");
+        let admitted = admitter.join().expect("no panic");
         assert!(admitted, "{KEYED_VIOLATION}: the admission was refused");
         // A request of weight 2 is refused at 0 and admitted at 1 s only if the TAT is exactly
         // 1 s (at 0 an erased admission would admit it; at 1 s an erased refund would refuse it).
@@ -106,7 +119,7 @@ fn keyed_refund_by_store_twin_is_rejected() {
 /// The twin: the same algorithm and state word, refunded with a load and a separate store.
 #[test]
 fn racy_refund_twin_is_rejected() {
-    let found = std::panic::catch_unwind(|| {
+    assert_violation("an admission was erased", "the load-then-store refund", || {
         loom::model(|| {
             let algorithm = bucket();
             let word = Arc::new(AtomicU64::new(ONE_SECOND));
@@ -122,31 +135,32 @@ fn racy_refund_twin_is_rejected() {
                 })
             };
             // The admission, through a correct CAS loop.
-            let mut current = word.load(Ordering::Relaxed);
-            loop {
-                let transition = algorithm.decide(current, Timestamp::UNIX_EPOCH, 1);
-                assert!(transition.decision.is_allowed());
-                match word.compare_exchange(current, transition.state, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => break,
-                    Err(actual) => current = actual,
-                }
-            }
+            let admitter = {
+                let word = Arc::clone(&word);
+                thread::spawn(move || {
+                    let mut current = word.load(Ordering::Relaxed);
+                    loop {
+                        let transition = algorithm.decide(current, Timestamp::UNIX_EPOCH, 1);
+                        assert!(transition.decision.is_allowed());
+                        match word.compare_exchange(
+                            current,
+                            transition.state,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => break,
+                            Err(actual) => current = actual,
+                        }
+                    }
+                })
+            };
             refunder.join().expect("no panic");
-            assert_eq!(
-                word.load(Ordering::Relaxed),
-                ONE_SECOND,
-                "an admission was erased"
+            admitter.join().expect("no panic");
+            let state = word.load(Ordering::Relaxed);
+            assert!(
+                state == ONE_SECOND,
+                "an admission was erased: TAT {state} ns, not {ONE_SECOND}"
             );
         });
     });
-    let payload = found.expect_err("loom must find the lost admission");
-    let message = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
-    assert!(
-        message.contains("an admission was erased"),
-        "failed for another reason: {message}"
-    );
 }
