@@ -202,8 +202,11 @@ async fn a_refund_keeps_the_key_expiring_when_fresh_again() {
             "{name}: reset {reset:?}"
         );
         let reset = i64::try_from(reset.as_millis()).unwrap();
+        // `PTTL` counts from Redis's cached command time, which can trail the `TIME` the
+        // scripts read by a few milliseconds on a loaded machine (CI once saw 299 against 297):
+        // 5 ms of slack, far below the 100 ms a refund moves the expiry.
         assert!(
-            ttl > 0 && ttl <= reset + 1 && ttl + 100 > reset,
+            ttl > 0 && ttl <= reset + 5 && ttl + 100 > reset,
             "{name}: ttl {ttl} ms, reset {reset} ms"
         );
         // Back by more than is outstanding: the bucket is full, the key gone.
