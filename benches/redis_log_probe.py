@@ -6,13 +6,15 @@ loads (docs/benchmarks.md, "Redis (issue 7)", the table "workload (window, limit
 
 Starts its own redis-server on a free loopback port (`--save "" --appendonly no`), then, per
 round, runs the seed article's script (copied from benches/redis_speed.rs, whole-second client
-time, capacity 10, 2 per second) and each SCRIPT (default: src/distributed/sliding_log.lua) for
-2 s each: 50 pipelined EVALSHA calls at a time over 10,000 keys, on the server's clock, the log
+time, capacity SEED_LIMIT (default 10), 2 per second) and each SCRIPT (default:
+src/distributed/sliding_log.lua) for 2 s each: 50 pipelined EVALSHA calls at a time over 10,000 keys, on the server's clock, the log
 with window W microseconds (default 5,000,000) and limit L (default 10), after `FLUSHALL` and a
 short warm-up. Prints calls per second, the share admitted and `usec_per_call` from
 `INFO commandstats` (server time per call, the commands a script runs included), and the best
 of the rounds. Compare an earlier script with, for example,
-`git show 8762c56:src/distributed/sliding_log.lua > /tmp/previous.lua`.
+`git show 8762c56:src/distributed/sliding_log.lua > /tmp/previous.lua`. With the default
+capacity the seed's script refuses most calls (a refusal writes its hash but sets no expiry);
+`SEED_LIMIT=1000000000` makes it admit every call too, for a comparison of admissions alone.
 
     MIX=benchmark [RATE=130000] [KEYS=10000] python3 benches/redis_log_probe.py [ROUNDS] [SCRIPT.lua ...]
 
@@ -216,12 +218,13 @@ def main(args):
     rate = float(os.environ.get("RATE", "130000")) if benchmark else None
     keys = int(os.environ.get("KEYS", "10000")) if benchmark else 10_000
     warmup = float(os.environ["WARMUP"]) if benchmark and "WARMUP" in os.environ else None
+    seed_limit = os.environ.get("SEED_LIMIT", "10")
     packed = struct.pack("<qqq", 1, window, limit)  # cost 1, w, limit; the server's clock
     seed = seed_script()
 
     def seed_request(sha, key):
         now = str(int(time.time()))
-        return encode("EVALSHA", sha, "1", f"seed:10.0.{key // 256}.{key % 256}", "10", now, "2")
+        return encode("EVALSHA", sha, "1", f"seed:10.0.{key // 256}.{key % 256}", seed_limit, now, "2")
 
     def log_request(sha, key):
         if benchmark:

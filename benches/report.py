@@ -32,6 +32,9 @@ TOLLGATE_DIRECT = [
     "tollgate_sliding_window",
     "tollgate_sliding_log",
 ]
+# References, not limiters: a window's admission without what a real limiter adds
+# (benches/peers/src/minimal_windows.rs), timed as the windows are.
+MINIMAL_DIRECT = ["minimal_fixed_window", "minimal_sliding_window"]
 DIRECT_PEERS = ["governor", "ratelimit", "ratelimit_std", "mutex_f64_bucket"]
 FLOORS = [
     "floor/clock_read",
@@ -83,7 +86,7 @@ def direct_table(groups, counts, clock):
                 f"| {floor} | | {ns(rows[floor])} | {instr(counts, f'direct/{clock}/{floor}')} | "
                 f"{ratio(rows[floor], rows.get(FLOOR))} |" + " |" * len(peers)
             )
-    for limiter in TOLLGATE_DIRECT + DIRECT_PEERS:
+    for limiter in TOLLGATE_DIRECT + MINIMAL_DIRECT + DIRECT_PEERS:
         for path in ["allowed", "denied"]:
             value = rows.get(f"{limiter}/{path}")
             if value is None:

@@ -34,8 +34,8 @@ use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
-    GovernorDirect, InstantRead, MinimalGcra, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog,
-    ALLOWED_RUN,
+    GovernorDirect, InstantRead, MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding,
+    MinimalSlidingWindow, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -152,12 +152,18 @@ where
     DirectLimiter<FixedWindow, C>: DirectLoops,
     DirectLimiter<SlidingWindow, C>: DirectLoops,
     LogLimiter<C>: DirectLoops,
+    MinimalFixedWindow<C>: DirectLoops,
+    MinimalSlidingWindow<C>: DirectLoops,
 {
     contender(group, &tollgate_token_bucket(clock.clone()));
     contender(group, &tollgate_leaky_bucket(clock.clone()));
     contender(group, &tollgate_fixed_window(clock.clone()));
     contender(group, &tollgate_sliding_window(clock.clone()));
     contender(group, &TollgateLog(clock.clone()));
+    // The windows' references (not limiters): what is left of a window's admission without
+    // what a real limiter adds, timed as the windows are.
+    contender(group, &MinimalFixed(clock.clone()));
+    contender(group, &MinimalSliding(clock.clone()));
 }
 
 fn precise(c: &mut Criterion) {

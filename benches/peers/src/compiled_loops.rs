@@ -19,7 +19,8 @@ use crate::timing::{self, DirectLoops, KeyedLoops};
 use crate::{
     ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Governor, GovernorClockRead, GovernorDirectLimiter,
-    InstantRead, MinimalGcra, MutexTokenBucket, Nothing, Tollgate, TollgateElapsed,
+    InstantRead, MinimalFixedWindow, MinimalGcra, MinimalSlidingWindow, MutexTokenBucket, Nothing, Tollgate,
+    TollgateElapsed,
 };
 
 /// Compiles [`DirectLoops`] for each type listed.
@@ -73,6 +74,8 @@ macro_rules! on_tollgate_clock {
             ClockReadHashPlaceLoadCas16<$clock>,
             ClockReadHashPlaceLoadTagCas8<$clock>,
             MinimalGcra<$clock>,
+            MinimalFixedWindow<$clock>,
+            MinimalSlidingWindow<$clock>,
         );
         keyed_loops!(Tollgate<$clock>);
     )+};

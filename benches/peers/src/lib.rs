@@ -18,6 +18,7 @@ mod compiled_loops;
 mod direct;
 mod floor;
 mod keyed;
+mod minimal_windows;
 mod seed_bucket;
 pub mod timing;
 pub mod zipf;
@@ -35,5 +36,6 @@ pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
     KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
 };
+pub use minimal_windows::{MinimalFixed, MinimalFixedWindow, MinimalSliding, MinimalSlidingWindow};
 pub use seed_bucket::{MutexTokenBucket, SeedTokenBucket};
 pub use timing::{DirectLoops, KeyedLoops};

@@ -36,8 +36,9 @@ use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
-    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedLoops, MinimalGcra, Nothing,
-    RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedLoops, MinimalFixed,
+    MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow, Nothing, RatelimitDirect,
+    SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -106,6 +107,8 @@ where
     DirectLimiter<FixedWindow, C>: DirectLoops,
     DirectLimiter<SlidingWindow, C>: DirectLoops,
     LogLimiter<C>: DirectLoops,
+    MinimalFixedWindow<C>: DirectLoops,
+    MinimalSlidingWindow<C>: DirectLoops,
 {
     floor_row(
         scenarios,
@@ -146,7 +149,9 @@ where
     direct_rows(scenarios, clock_name, tollgate_leaky_bucket(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_fixed_window(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_sliding_window(clock.clone()));
-    direct_rows(scenarios, clock_name, TollgateLog(clock));
+    direct_rows(scenarios, clock_name, TollgateLog(clock.clone()));
+    direct_rows(scenarios, clock_name, MinimalFixed(clock.clone()));
+    direct_rows(scenarios, clock_name, MinimalSliding(clock));
 }
 
 fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock: &str, contender: C) {

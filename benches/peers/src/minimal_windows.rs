@@ -1,0 +1,281 @@
+//! The least a fixed or sliding window counter's admission costs: references, not limiters, set
+//! beside tollgate's windows as `floor/minimal_gcra` is set beside its buckets.
+//!
+//! Each is the window's decision with nothing a real limiter must add: a weight of 1 only, a
+//! fixed state layout (no layout derived from the window, no check that a count fits), no path
+//! for a clock that went back or for the end of representable time, a refusal that reports no
+//! retry-after, and an answer of five words. What is left is what every window counter of this
+//! design does between its load and its CAS: is `now` still in the stored window (one
+//! multiplication, as tollgate tests it), then the count test (fixed window) or the estimate
+//! `previous * (w - elapsed) + (current + 1) * w <= limit * w` (sliding window, two
+//! multiplications). A decision in a later window moves the state there (one hardware division,
+//! out of line: once per window).
+//!
+//! Timed as tollgate's windows are (`DirectContender`: the same quotas, the allowed path in
+//! chunks on fresh limiters, the sliding window's previous window holding 5,000).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use tollgate::Clock;
+
+use crate::{Direct, DirectContender, DirectLoops};
+
+/// The fixed window's count is this wide (1,000,000 fits); the window index takes the bits above.
+const FIXED_COUNT_BITS: u32 = 20;
+const FIXED_COUNT_MASK: u64 = (1 << FIXED_COUNT_BITS) - 1;
+/// Each of the sliding window's two counts is this wide (16,000 fits), so that the index of a
+/// second since 1970 fits above them.
+const SLIDING_COUNT_BITS: u32 = 16;
+const SLIDING_COUNT_MASK: u64 = (1 << SLIDING_COUNT_BITS) - 1;
+const NANOS_PER_SECOND: u64 = 1_000_000_000;
+const NANOS_PER_DAY: u64 = 86_400 * NANOS_PER_SECOND;
+
+/// A window counter's state word and quota, shared by both references.
+#[derive(Debug)]
+struct Window<C> {
+    clock: C,
+    state: CachePadded<AtomicU64>,
+    window: u64,
+    limit: u64,
+}
+
+impl<C: Clock> Window<C> {
+    fn new(clock: C, window: u64, limit: u64, state: u64) -> Window<C> {
+        Window {
+            clock,
+            state: CachePadded::new(AtomicU64::new(state)),
+            window: std::hint::black_box(window),
+            limit: std::hint::black_box(limit),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now().as_nanos()
+    }
+}
+
+/// The fixed window's admission, stripped: state `[index | count]`.
+#[derive(Debug)]
+pub struct MinimalFixedWindow<C>(Window<C>);
+
+/// The state `now` moves a fixed window's stored state to, when `now` is in a later window.
+#[inline(never)]
+#[cold]
+fn fixed_window_moved(window: u64, now: u64) -> (u64, u64) {
+    let index = now / window;
+    (index << FIXED_COUNT_BITS, now - index * window)
+}
+
+impl<C: Clock> Direct for MinimalFixedWindow<C> {
+    /// Admitted (1 or 0), remaining, retry-after, reset-after, delay.
+    type Answer = [u64; 5];
+
+    #[inline(always)]
+    fn check(&self) -> [u64; 5] {
+        let Window {
+            state: word,
+            window,
+            limit,
+            ..
+        } = &self.0;
+        let (window, limit) = (*window, *limit);
+        let now = self.0.now();
+        // Relaxed: as tollgate's cell loads its state word.
+        let mut state = word.load(Ordering::Relaxed);
+        loop {
+            let elapsed = now.wrapping_sub((state >> FIXED_COUNT_BITS).wrapping_mul(window));
+            let (base, elapsed) = if elapsed < window {
+                (state, elapsed)
+            } else {
+                fixed_window_moved(window, now)
+            };
+            let count = base & FIXED_COUNT_MASK;
+            let until_reset = window - elapsed;
+            if count >= limit {
+                return [0, 0, until_reset, until_reset, 0];
+            }
+            // Relaxed, weak: the CAS tollgate's cell makes.
+            match word.compare_exchange_weak(state, base + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return [1, limit - count - 1, 0, until_reset, 0],
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    fn admitted(answer: &[u64; 5]) -> bool {
+        answer[0] == 1
+    }
+}
+
+/// The sliding window counter's admission, stripped: state `[index | previous | current]`.
+#[derive(Debug)]
+pub struct MinimalSlidingWindow<C>(Window<C>);
+
+/// The state `now` moves a sliding window's stored state to, when `now` is in a later window:
+/// the stored window's count becomes the previous one if it is the window just before.
+#[inline(never)]
+#[cold]
+fn sliding_window_moved(state: u64, window: u64, now: u64) -> (u64, u64) {
+    let index = now / window;
+    let previous = match index.wrapping_sub(state >> (2 * SLIDING_COUNT_BITS)) {
+        1 => state & SLIDING_COUNT_MASK,
+        _ => 0,
+    };
+    (
+        (index << (2 * SLIDING_COUNT_BITS)) | (previous << SLIDING_COUNT_BITS),
+        now - index * window,
+    )
+}
+
+impl<C: Clock> Direct for MinimalSlidingWindow<C> {
+    /// Admitted (1 or 0), what is left times the window (divided when asked, as tollgate's
+    /// `Decision` does), retry-after, reset-after, delay.
+    type Answer = [u64; 5];
+
+    #[inline(always)]
+    fn check(&self) -> [u64; 5] {
+        let Window {
+            state: word,
+            window,
+            limit,
+            ..
+        } = &self.0;
+        let (window, limit) = (*window, *limit);
+        let now = self.0.now();
+        // Relaxed: as tollgate's cell loads its state word.
+        let mut state = word.load(Ordering::Relaxed);
+        loop {
+            let elapsed = now.wrapping_sub((state >> (2 * SLIDING_COUNT_BITS)).wrapping_mul(window));
+            let (base, elapsed) = if elapsed < window {
+                (state, elapsed)
+            } else {
+                sliding_window_moved(state, window, now)
+            };
+            let previous = (base >> SLIDING_COUNT_BITS) & SLIDING_COUNT_MASK;
+            let total = (base & SLIDING_COUNT_MASK) + 1;
+            let until_next = window - elapsed;
+            let weighed = previous * until_next;
+            if total > limit || weighed > (limit - total) * window {
+                return [0, 0, 0, until_next + window, 0];
+            }
+            // Relaxed, weak: the CAS tollgate's cell makes.
+            match word.compare_exchange_weak(state, base + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return [1, (limit - total) * window - weighed, 0, until_next + window, 0],
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    fn admitted(answer: &[u64; 5]) -> bool {
+        answer[0] == 1
+    }
+}
+
+/// The fixed window reference with tollgate's benchmark quotas: 1,000,000 per second (allowed,
+/// fresh), 1 per 36,500 days (denied, after its one admission).
+#[derive(Debug)]
+pub struct MinimalFixed<C>(pub C);
+
+impl<C: Clock + Clone> DirectContender for MinimalFixed<C>
+where
+    MinimalFixedWindow<C>: DirectLoops,
+{
+    type Limiter = MinimalFixedWindow<C>;
+
+    fn name(&self) -> &str {
+        "minimal_fixed_window"
+    }
+
+    fn allowed(&self) -> MinimalFixedWindow<C> {
+        MinimalFixedWindow(Window::new(self.0.clone(), NANOS_PER_SECOND, 1_000_000, 0))
+    }
+
+    fn denied(&self) -> MinimalFixedWindow<C> {
+        let limiter = MinimalFixedWindow(Window::new(self.0.clone(), 36_500 * NANOS_PER_DAY, 1, 0));
+        assert!(MinimalFixedWindow::admitted(&limiter.check()));
+        limiter
+    }
+}
+
+/// The sliding window reference with tollgate's benchmark quotas: 16,000 per second with 5,000
+/// in the previous window (allowed), 1 per day (denied, after its one admission).
+#[derive(Debug)]
+pub struct MinimalSliding<C>(pub C);
+
+impl<C: Clock + Clone> DirectContender for MinimalSliding<C>
+where
+    MinimalSlidingWindow<C>: DirectLoops,
+{
+    type Limiter = MinimalSlidingWindow<C>;
+
+    fn name(&self) -> &str {
+        "minimal_sliding_window"
+    }
+
+    fn allowed(&self) -> MinimalSlidingWindow<C> {
+        let index = self.0.now().as_nanos() / NANOS_PER_SECOND;
+        // Window `index - 1` holds 5,000: the first decision moves them to the previous count.
+        let state = ((index - 1) << (2 * SLIDING_COUNT_BITS)) | 5_000;
+        MinimalSlidingWindow(Window::new(self.0.clone(), NANOS_PER_SECOND, 16_000, state))
+    }
+
+    fn denied(&self) -> MinimalSlidingWindow<C> {
+        let limiter = MinimalSlidingWindow(Window::new(self.0.clone(), NANOS_PER_DAY, 1, 0));
+        assert!(MinimalSlidingWindow::admitted(&limiter.check()));
+        limiter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The references decide what a window counter must, so that setting tollgate's windows
+    //! beside them compares like with like. (The benchmark itself checks, after every timed
+    //! chunk, that the allowed path still admits and the denied path refuses.)
+
+    use std::time::Duration;
+
+    use tollgate::clock::ManualClock;
+    use tollgate::Timestamp;
+
+    use super::*;
+
+    fn admitted(answers: impl IntoIterator<Item = [u64; 5]>) -> Vec<u64> {
+        answers.into_iter().map(|answer| answer[0]).collect()
+    }
+
+    #[test]
+    fn the_fixed_window_admits_its_limit_per_window() {
+        let clock = ManualClock::starting_at(Timestamp::from_secs(100));
+        let limiter = MinimalFixedWindow(Window::new(clock.clone(), NANOS_PER_SECOND, 3, 0));
+        assert_eq!(admitted((0..4).map(|_| limiter.check())), [1, 1, 1, 0]);
+        clock.advance(Duration::from_millis(250));
+        let refused = limiter.check();
+        assert_eq!(refused, [0, 0, 750_000_000, 750_000_000, 0]);
+        clock.advance(Duration::from_millis(750));
+        assert_eq!(limiter.check(), [1, 2, 0, NANOS_PER_SECOND, 0]);
+    }
+
+    #[test]
+    fn the_sliding_window_weighs_the_previous_count() {
+        // The seed article's example: limit 100, 80 in the previous window, 25% into this one
+        // with 30 so far: an estimate of 90, so 10 more pass.
+        let clock = ManualClock::starting_at(Timestamp::from_secs(61));
+        let state = (1 << (2 * SLIDING_COUNT_BITS)) | 80;
+        let limiter = MinimalSlidingWindow(Window::new(clock.clone(), 60 * NANOS_PER_SECOND, 100, state));
+        clock.set(Timestamp::from_secs(135));
+        let first = limiter.check();
+        assert_eq!(first[0], 1);
+        // What is left, times the window: (100 - 1) * w - 80 * (w - 15 s).
+        assert_eq!(first[1], 99 * 60 * NANOS_PER_SECOND - 80 * 45 * NANOS_PER_SECOND);
+        assert_eq!(admitted((1..40).map(|_| limiter.check())), [1; 39]);
+        assert_eq!(admitted((0..2).map(|_| limiter.check())), [0, 0]);
+        // 40 admitted at 135 s: 80 * 45/60 + 40 = 100, the limit. At 150 s, 80 * 30/60 + 40 = 80:
+        // 20 more pass.
+        clock.set(Timestamp::from_secs(150));
+        assert_eq!(
+            admitted((0..21).map(|_| limiter.check())),
+            [[1; 20].as_slice(), &[0]].concat()
+        );
+    }
+}
