@@ -48,9 +48,11 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// destructor: a key's refunds are sent one after the other, on a task of the runtime that
 /// gave back the first of them, so that they reach Redis in the order the slots were given back
 /// (D, C and B leaving in that order give back all three); other keys' refunds do not wait for
-/// them. Without a tokio runtime on the dropping thread nothing is sent (and nothing panics);
-/// the refund is best effort, its failures are dropped, and refunds still waiting when that
-/// runtime shuts down are lost. A slot the local fallback gave while Redis was away never goes
+/// them. At most 65,536 refunds wait, all keys together (where clients leave faster than Redis
+/// answers, later ones are dropped: their units stay charged). Without a tokio
+/// runtime on the dropping thread nothing is sent (and nothing panics); the refund is best
+/// effort, its failures are dropped, and refunds still waiting when that runtime shuts down are
+/// lost. A slot the local fallback gave while Redis was away never goes
 /// to Redis, which did not count it (it would give the fleet a unit it never spent): it goes
 /// back to the fallback's own limiter, which did, under the same condition as Redis's when the
 /// fallback named the slot's end ([`FailurePolicy::refund_slot`](super::FailurePolicy::refund_slot)), and

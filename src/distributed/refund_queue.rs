@@ -12,57 +12,115 @@
 //! made a refund wait behind thousands of others, until a new request had taken the slot after
 //! its own and it gave nothing back: a review), and each chain runs on a runtime that is running
 //! a refund of its key.
+//!
+//! The refunds waiting are bounded ([`MOST_WAITING`], all keys together): where clients leave
+//! faster than Redis answers (a slow server, a deadline of seconds), the queues would otherwise
+//! grow for as long as that lasts. Past the bound, new refunds are dropped, as a refund that
+//! fails is: their units stay charged (never more admitted than without refunds), and the chains
+//! already queued stay whole, since each refund of a chain gives back only after the one before
+//! it (dropping the oldest instead would break them). The bound is global, not per key, so that
+//! a burst on a few keys (a shaper's long queue whose clients all leave) is not cut short.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::refund::Refund;
 
-/// The refunds of each key waiting behind the one of that key in flight.
-type Waiting = Mutex<HashMap<String, VecDeque<Refund>>>;
+/// How many refunds may wait, all keys together, behind those in flight (a few megabytes).
+pub(crate) const MOST_WAITING: usize = 65_536;
 
-/// The refunds waiting for the one of their key in flight.
-#[derive(Default)]
-pub(crate) struct RefundQueue {
-    /// A key is present while a chain of its refunds runs; its queue holds those to send next.
-    waiting: Arc<Waiting>,
+/// What the queue sends: a [`Refund`]; in this module's tests, a stand-in that needs no Redis.
+pub(crate) trait Queued: Send + 'static {
+    /// The key whose refunds must reach Redis in order.
+    fn key(&self) -> &str;
+
+    /// Sends it (best effort: nobody is left to tell of a failure).
+    fn send(self) -> impl Future<Output = ()> + Send;
 }
 
-impl std::fmt::Debug for RefundQueue {
+impl Queued for Refund {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    async fn send(self) {
+        let _ = self.run().await;
+    }
+}
+
+/// The refunds of each key waiting behind the one of that key in flight.
+struct Waiting<R> {
+    /// A key is present while a chain of its refunds runs; its queue holds those to send next.
+    keys: HashMap<String, VecDeque<R>>,
+    /// The refunds in all the queues.
+    queued: usize,
+}
+
+impl<R> Default for Waiting<R> {
+    fn default() -> Self {
+        Waiting {
+            keys: HashMap::new(),
+            queued: 0,
+        }
+    }
+}
+
+type Shared<R> = Mutex<Waiting<R>>;
+
+/// The refunds waiting for the one of their key in flight.
+pub(crate) struct RefundQueue<R = Refund> {
+    waiting: Arc<Shared<R>>,
+}
+
+impl<R> Default for RefundQueue<R> {
+    fn default() -> Self {
+        RefundQueue {
+            waiting: Arc::default(),
+        }
+    }
+}
+
+impl<R> std::fmt::Debug for RefundQueue<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RefundQueue")
-            .field("keys", &lock(&self.waiting).len())
+            .field("keys", &lock(&self.waiting).keys.len())
             .finish()
     }
 }
 
 /// No panic runs under this lock (map and queue operations only), so a poisoned one holds
 /// consistent data.
-fn lock(waiting: &Waiting) -> MutexGuard<'_, HashMap<String, VecDeque<Refund>>> {
+fn lock<R>(waiting: &Shared<R>) -> MutexGuard<'_, Waiting<R>> {
     waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl RefundQueue {
+impl<R: Queued> RefundQueue<R> {
     /// Sends `refund` after the refunds of its key given back before it: at once, on a task of
-    /// the current tokio runtime, if none of its key is in flight. Outside a runtime, nothing
-    /// is given back (best effort, as every refund of the layer).
-    pub(crate) fn push(&self, refund: Refund) {
+    /// the current tokio runtime, if none of its key is in flight. Outside a runtime, or when
+    /// [`MOST_WAITING`] refunds wait already, nothing is given back (best effort, as every refund
+    /// of the layer).
+    pub(crate) fn push(&self, refund: R) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         {
             // A lock on this cold path only (a client leaving a shaped wait).
             let mut waiting = lock(&self.waiting);
-            if let Some(queue) = waiting.get_mut(&refund.key) {
-                queue.push_back(refund);
+            let full = waiting.queued >= MOST_WAITING;
+            if let Some(queue) = waiting.keys.get_mut(refund.key()) {
+                if !full {
+                    queue.push_back(refund);
+                    waiting.queued += 1;
+                }
                 return;
             }
-            waiting.insert(refund.key.clone(), VecDeque::new());
+            waiting.keys.insert(refund.key().to_owned(), VecDeque::new());
         }
         // The claim is made here, not in the task: a task dropped before its first poll (its
         // runtime shut down, or never run) still gives the key up.
         let claim = Chain {
-            key: refund.key.clone(),
+            key: refund.key().to_owned(),
             waiting: Arc::clone(&self.waiting),
             ended: false,
         };
@@ -73,33 +131,191 @@ impl RefundQueue {
 /// Sends `first`, then every refund of its key queued behind it, one after the other; the key
 /// leaves the map when none is left, or when the task is dropped (its runtime shut down), so
 /// that a later refund of the key starts a new chain instead of waiting behind a dead one.
-async fn chain(mut chain: Chain, first: Refund) {
+async fn chain<R: Queued>(mut chain: Chain<R>, first: R) {
     let mut next = Some(first);
     while let Some(refund) = next {
-        // Best effort: nobody is left to tell.
-        let _ = refund.run().await;
+        refund.send().await;
         let mut waiting = lock(&chain.waiting);
-        next = waiting.get_mut(&chain.key).and_then(VecDeque::pop_front);
-        if next.is_none() {
-            waiting.remove(&chain.key);
-            chain.ended = true;
+        next = waiting.keys.get_mut(&chain.key).and_then(VecDeque::pop_front);
+        match next {
+            Some(_) => waiting.queued -= 1,
+            None => {
+                waiting.keys.remove(&chain.key);
+                chain.ended = true;
+            }
         }
     }
 }
 
 /// A running chain's claim on its key.
-struct Chain {
+struct Chain<R> {
     key: String,
-    waiting: Arc<Waiting>,
+    waiting: Arc<Shared<R>>,
     /// Whether the chain removed its key itself (then another chain may hold it now).
     ended: bool,
 }
 
-impl Drop for Chain {
+impl<R> Drop for Chain<R> {
     fn drop(&mut self) {
         if !self.ended {
             // Dropped mid-chain: the refunds queued behind are lost with their runtime.
-            lock(&self.waiting).remove(&self.key);
+            let mut waiting = lock(&self.waiting);
+            if let Some(lost) = waiting.keys.remove(&self.key) {
+                waiting.queued -= lost.len();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A refund that waits for its gate, then records its key and number.
+    struct Probe {
+        key: &'static str,
+        number: usize,
+        gate: Arc<Semaphore>,
+        sent: Arc<Mutex<Vec<(&'static str, usize)>>>,
+    }
+
+    impl Queued for Probe {
+        fn key(&self) -> &str {
+            self.key
+        }
+
+        async fn send(self) {
+            let _pass = self.gate.acquire().await;
+            self.sent.lock().unwrap().push((self.key, self.number));
+        }
+    }
+
+    fn probes(
+        key: &'static str,
+        gate: &Arc<Semaphore>,
+        sent: &Arc<Mutex<Vec<(&'static str, usize)>>>,
+    ) -> impl Fn(usize) -> Probe {
+        let (gate, sent) = (Arc::clone(gate), Arc::clone(sent));
+        move |number| Probe {
+            key,
+            number,
+            gate: Arc::clone(&gate),
+            sent: Arc::clone(&sent),
+        }
+    }
+
+    /// Lets the runtime run every task that can run.
+    async fn settle() {
+        for _ in 0..1_000 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_keys_refunds_go_in_order_and_those_past_the_bound_are_dropped() {
+        let queue = RefundQueue::default();
+        let (gate, sent) = (Arc::new(Semaphore::new(0)), Arc::default());
+        let refund = probes("a", &gate, &sent);
+        // The first is in flight (held at its gate); MOST_WAITING wait; 10 more go.
+        for number in 0..MOST_WAITING + 11 {
+            queue.push(refund(number));
+        }
+        settle().await;
+        assert!(sent.lock().unwrap().is_empty());
+        assert_eq!(lock(&queue.waiting).keys["a"].len(), MOST_WAITING);
+        assert_eq!(lock(&queue.waiting).queued, MOST_WAITING);
+        gate.add_permits(Semaphore::MAX_PERMITS);
+        for _ in 0..1_000 {
+            if sent.lock().unwrap().len() > MOST_WAITING || lock(&queue.waiting).keys.is_empty() {
+                break;
+            }
+            settle().await;
+        }
+        let expected: Vec<_> = (0..=MOST_WAITING).map(|number| ("a", number)).collect();
+        assert_eq!(*sent.lock().unwrap(), expected);
+        // The chain ended and gave its key up: the next refund starts a new one.
+        assert!(lock(&queue.waiting).keys.is_empty());
+        assert_eq!(lock(&queue.waiting).queued, 0);
+        queue.push(refund(1_000));
+        settle().await;
+        assert_eq!(sent.lock().unwrap().last(), Some(&("a", 1_000)));
+    }
+
+    #[tokio::test]
+    async fn the_bound_counts_every_keys_refunds() {
+        let queue = RefundQueue::default();
+        let (held, sent) = (Arc::new(Semaphore::new(0)), Arc::default());
+        let (a, b) = (probes("a", &held, &sent), probes("b", &held, &sent));
+        for number in 0..=MOST_WAITING / 2 {
+            queue.push(a(number));
+            queue.push(b(number));
+        }
+        // Two in flight, MOST_WAITING waiting: a third key's chain still starts (nothing of it
+        // waits), but nothing more queues behind it.
+        queue.push(probes("c", &held, &sent)(0));
+        queue.push(probes("c", &held, &sent)(1));
+        assert_eq!(lock(&queue.waiting).queued, MOST_WAITING);
+        assert!(lock(&queue.waiting).keys["c"].is_empty());
+        held.add_permits(Semaphore::MAX_PERMITS);
+        for _ in 0..1_000 {
+            if lock(&queue.waiting).keys.is_empty() {
+                break;
+            }
+            settle().await;
+        }
+        let sent = sent.lock().unwrap();
+        assert_eq!(sent.len(), MOST_WAITING + 3);
+        assert!(!sent.contains(&("c", 1)));
+        assert_eq!(lock(&queue.waiting).queued, 0);
+    }
+
+    #[tokio::test]
+    async fn keys_do_not_wait_for_each_other() {
+        let queue = RefundQueue::default();
+        let sent = Arc::default();
+        let (held, open) = (
+            Arc::new(Semaphore::new(0)),
+            Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+        );
+        queue.push(probes("a", &held, &sent)(0));
+        queue.push(probes("b", &open, &sent)(0));
+        queue.push(probes("b", &open, &sent)(1));
+        settle().await;
+        assert_eq!(*sent.lock().unwrap(), [("b", 0), ("b", 1)]);
+        held.add_permits(1);
+        settle().await;
+        assert_eq!(sent.lock().unwrap().last(), Some(&("a", 0)));
+    }
+
+    #[test]
+    fn a_chain_dropped_with_its_runtime_gives_up_its_key_and_its_count() {
+        let queue = RefundQueue::default();
+        let (held, sent) = (Arc::new(Semaphore::new(0)), Arc::default());
+        let refund = probes("a", &held, &sent);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            for number in 0..3 {
+                queue.push(refund(number));
+            }
+            settle().await;
+        });
+        assert_eq!(lock(&queue.waiting).queued, 2);
+        drop(runtime);
+        assert!(lock(&queue.waiting).keys.is_empty());
+        assert_eq!(lock(&queue.waiting).queued, 0);
+        assert!(sent.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn outside_a_runtime_nothing_is_sent_or_kept() {
+        let queue = RefundQueue::default();
+        let (gate, sent) = (Arc::new(Semaphore::new(1)), Arc::default());
+        queue.push(probes("a", &gate, &sent)(0));
+        assert!(lock(&queue.waiting).keys.is_empty());
+        assert!(sent.lock().unwrap().is_empty());
     }
 }
