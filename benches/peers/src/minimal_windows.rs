@@ -50,8 +50,27 @@ impl<C: Clock> Window<C> {
         }
     }
 
-    fn now(&self) -> u64 {
-        self.clock.now().as_nanos()
+    /// One decision: `decide(state, now)` gives the state to store and the answer, or the
+    /// answer of a refusal; the state is stored by the CAS tollgate's cell makes.
+    #[inline(always)]
+    fn decide(&self, decide: impl Fn(u64, u64) -> Result<(u64, [u64; 5]), [u64; 5]>) -> [u64; 5] {
+        let now = self.clock.now().as_nanos();
+        // Relaxed: as tollgate's cell loads its state word.
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let (next, answer) = match decide(state, now) {
+                Ok(admitted) => admitted,
+                Err(refused) => return refused,
+            };
+            // Relaxed, weak: the CAS tollgate's cell makes.
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return answer,
+                Err(actual) => state = actual,
+            }
+        }
     }
 }
 
@@ -73,17 +92,8 @@ impl<C: Clock> Direct for MinimalFixedWindow<C> {
 
     #[inline(always)]
     fn check(&self) -> [u64; 5] {
-        let Window {
-            state: word,
-            window,
-            limit,
-            ..
-        } = &self.0;
-        let (window, limit) = (*window, *limit);
-        let now = self.0.now();
-        // Relaxed: as tollgate's cell loads its state word.
-        let mut state = word.load(Ordering::Relaxed);
-        loop {
+        let (window, limit) = (self.0.window, self.0.limit);
+        self.0.decide(|state, now| {
             let elapsed = now.wrapping_sub((state >> FIXED_COUNT_BITS).wrapping_mul(window));
             let (base, elapsed) = if elapsed < window {
                 (state, elapsed)
@@ -93,14 +103,10 @@ impl<C: Clock> Direct for MinimalFixedWindow<C> {
             let count = base & FIXED_COUNT_MASK;
             let until_reset = window - elapsed;
             if count >= limit {
-                return [0, 0, until_reset, until_reset, 0];
+                return Err([0, 0, until_reset, until_reset, 0]);
             }
-            // Relaxed, weak: the CAS tollgate's cell makes.
-            match word.compare_exchange_weak(state, base + 1, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return [1, limit - count - 1, 0, until_reset, 0],
-                Err(actual) => state = actual,
-            }
-        }
+            Ok((base + 1, [1, limit - count - 1, 0, until_reset, 0]))
+        })
     }
 
     fn admitted(answer: &[u64; 5]) -> bool {
@@ -135,17 +141,8 @@ impl<C: Clock> Direct for MinimalSlidingWindow<C> {
 
     #[inline(always)]
     fn check(&self) -> [u64; 5] {
-        let Window {
-            state: word,
-            window,
-            limit,
-            ..
-        } = &self.0;
-        let (window, limit) = (*window, *limit);
-        let now = self.0.now();
-        // Relaxed: as tollgate's cell loads its state word.
-        let mut state = word.load(Ordering::Relaxed);
-        loop {
+        let (window, limit) = (self.0.window, self.0.limit);
+        self.0.decide(|state, now| {
             let elapsed = now.wrapping_sub((state >> (2 * SLIDING_COUNT_BITS)).wrapping_mul(window));
             let (base, elapsed) = if elapsed < window {
                 (state, elapsed)
@@ -157,14 +154,13 @@ impl<C: Clock> Direct for MinimalSlidingWindow<C> {
             let until_next = window - elapsed;
             let weighed = previous * until_next;
             if total > limit || weighed > (limit - total) * window {
-                return [0, 0, 0, until_next + window, 0];
+                return Err([0, 0, 0, until_next + window, 0]);
             }
-            // Relaxed, weak: the CAS tollgate's cell makes.
-            match word.compare_exchange_weak(state, base + 1, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return [1, (limit - total) * window - weighed, 0, until_next + window, 0],
-                Err(actual) => state = actual,
-            }
-        }
+            Ok((
+                base + 1,
+                [1, (limit - total) * window - weighed, 0, until_next + window, 0],
+            ))
+        })
     }
 
     fn admitted(answer: &[u64; 5]) -> bool {
