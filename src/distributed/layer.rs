@@ -48,8 +48,8 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// destructor: a key's refunds are sent one after the other, on a task of the runtime that
 /// gave back the first of them, so that they reach Redis in the order the slots were given back
 /// (D, C and B leaving in that order give back all three); other keys' refunds do not wait for
-/// them. At most 65,536 refunds wait, all keys together (where clients leave faster than Redis
-/// answers, later ones are dropped: their units stay charged). Without a tokio
+/// them. At most 4,096 refunds of a key and 65,536 in all wait (where clients leave faster than
+/// Redis answers, later ones are dropped: their units stay charged). Without a tokio
 /// runtime on the dropping thread nothing is sent (and nothing panics); the refund is best
 /// effort, its failures are dropped, and refunds still waiting when that runtime shuts down are
 /// lost. A slot the local fallback gave while Redis was away never goes

@@ -13,13 +13,15 @@
 //! its own and it gave nothing back: a review), and each chain runs on a runtime that is running
 //! a refund of its key.
 //!
-//! The refunds waiting are bounded ([`MOST_WAITING`], all keys together): where clients leave
-//! faster than Redis answers (a slow server, a deadline of seconds), the queues would otherwise
-//! grow for as long as that lasts. Past the bound, new refunds are dropped, as a refund that
-//! fails is: their units stay charged (never more admitted than without refunds), and the chains
-//! already queued stay whole, since each refund of a chain gives back only after the one before
-//! it (dropping the oldest instead would break them). The bound is global, not per key, so that
-//! a burst on a few keys (a shaper's long queue whose clients all leave) is not cut short.
+//! The refunds waiting are bounded, per key ([`MOST_WAITING_PER_KEY`]) and all keys together
+//! ([`MOST_WAITING`]): where clients leave faster than Redis answers (a slow server, a deadline
+//! of seconds), the queues would otherwise grow for as long as that lasts. Past a bound, new
+//! refunds are dropped, as a refund that fails is: their units stay charged (never more admitted
+//! than without refunds), and the chains already queued stay whole, since each refund of a chain
+//! gives back only after the one before it (dropping the oldest instead would break them). The
+//! per-key bound is large, so that a burst on one key (a shaper's long queue whose clients all
+//! leave) is not cut short, and a sixteenth of the total, so that one key whose chain is stuck
+//! (its runtime kept but no longer run) cannot take the whole budget from the others.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -27,8 +29,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::refund::Refund;
 
-/// How many refunds may wait, all keys together, behind those in flight (a few megabytes).
+/// How many refunds may wait, all keys together, behind those in flight: about 7 MB of refunds
+/// (112 bytes each), tens of megabytes at worst with their keys and queues.
 pub(crate) const MOST_WAITING: usize = 65_536;
+
+/// How many refunds of one key may wait behind the one in flight.
+pub(crate) const MOST_WAITING_PER_KEY: usize = MOST_WAITING / 16;
 
 /// What the queue sends: a [`Refund`]; in this module's tests, a stand-in that needs no Redis.
 pub(crate) trait Queued: Send + 'static {
@@ -98,8 +104,8 @@ fn lock<R>(waiting: &Shared<R>) -> MutexGuard<'_, Waiting<R>> {
 impl<R: Queued> RefundQueue<R> {
     /// Sends `refund` after the refunds of its key given back before it: at once, on a task of
     /// the current tokio runtime, if none of its key is in flight. Outside a runtime, or when
-    /// [`MOST_WAITING`] refunds wait already, nothing is given back (best effort, as every refund
-    /// of the layer).
+    /// [`MOST_WAITING_PER_KEY`] of its key or [`MOST_WAITING`] in all wait already, nothing is
+    /// given back (best effort, as every refund of the layer).
     pub(crate) fn push(&self, refund: R) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -109,7 +115,7 @@ impl<R: Queued> RefundQueue<R> {
             let mut waiting = lock(&self.waiting);
             let full = waiting.queued >= MOST_WAITING;
             if let Some(queue) = waiting.keys.get_mut(refund.key()) {
-                if !full {
+                if !full && queue.len() < MOST_WAITING_PER_KEY {
                     queue.push_back(refund);
                     waiting.queued += 1;
                 }
@@ -158,11 +164,15 @@ struct Chain<R> {
 impl<R> Drop for Chain<R> {
     fn drop(&mut self) {
         if !self.ended {
-            // Dropped mid-chain: the refunds queued behind are lost with their runtime.
-            let mut waiting = lock(&self.waiting);
-            if let Some(lost) = waiting.keys.remove(&self.key) {
-                waiting.queued -= lost.len();
-            }
+            // Dropped mid-chain: the refunds queued behind are lost with their runtime (and
+            // dropped after the lock is released).
+            let lost = {
+                let mut waiting = lock(&self.waiting);
+                let lost = waiting.keys.remove(&self.key);
+                waiting.queued -= lost.as_ref().map_or(0, VecDeque::len);
+                lost
+            };
+            drop(lost);
         }
     }
 }
@@ -220,22 +230,22 @@ mod tests {
         let queue = RefundQueue::default();
         let (gate, sent) = (Arc::new(Semaphore::new(0)), Arc::default());
         let refund = probes("a", &gate, &sent);
-        // The first is in flight (held at its gate); MOST_WAITING wait; 10 more go.
-        for number in 0..MOST_WAITING + 11 {
+        // The first is in flight (held at its gate); MOST_WAITING_PER_KEY wait; 10 more go.
+        for number in 0..MOST_WAITING_PER_KEY + 11 {
             queue.push(refund(number));
         }
         settle().await;
         assert!(sent.lock().unwrap().is_empty());
-        assert_eq!(lock(&queue.waiting).keys["a"].len(), MOST_WAITING);
-        assert_eq!(lock(&queue.waiting).queued, MOST_WAITING);
+        assert_eq!(lock(&queue.waiting).keys["a"].len(), MOST_WAITING_PER_KEY);
+        assert_eq!(lock(&queue.waiting).queued, MOST_WAITING_PER_KEY);
         gate.add_permits(Semaphore::MAX_PERMITS);
         for _ in 0..1_000 {
-            if sent.lock().unwrap().len() > MOST_WAITING || lock(&queue.waiting).keys.is_empty() {
+            if sent.lock().unwrap().len() > MOST_WAITING_PER_KEY || lock(&queue.waiting).keys.is_empty() {
                 break;
             }
             settle().await;
         }
-        let expected: Vec<_> = (0..=MOST_WAITING).map(|number| ("a", number)).collect();
+        let expected: Vec<_> = (0..=MOST_WAITING_PER_KEY).map(|number| ("a", number)).collect();
         assert_eq!(*sent.lock().unwrap(), expected);
         // The chain ended and gave its key up: the next refund starts a new one.
         assert!(lock(&queue.waiting).keys.is_empty());
@@ -249,13 +259,19 @@ mod tests {
     async fn the_bound_counts_every_keys_refunds() {
         let queue = RefundQueue::default();
         let (held, sent) = (Arc::new(Semaphore::new(0)), Arc::default());
-        let (a, b) = (probes("a", &held, &sent), probes("b", &held, &sent));
-        for number in 0..=MOST_WAITING / 2 {
-            queue.push(a(number));
-            queue.push(b(number));
+        const KEYS: [&str; 16] = [
+            "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11", "k12", "k13", "k14",
+            "k15",
+        ];
+        assert_eq!(KEYS.len() * MOST_WAITING_PER_KEY, MOST_WAITING);
+        for key in KEYS {
+            let refund = probes(key, &held, &sent);
+            for number in 0..=MOST_WAITING_PER_KEY {
+                queue.push(refund(number));
+            }
         }
-        // Two in flight, MOST_WAITING waiting: a third key's chain still starts (nothing of it
-        // waits), but nothing more queues behind it.
+        // 16 in flight, MOST_WAITING waiting: another key's chain still starts (nothing of it
+        // waits), but nothing queues behind it, although its own queue is empty.
         queue.push(probes("c", &held, &sent)(0));
         queue.push(probes("c", &held, &sent)(1));
         assert_eq!(lock(&queue.waiting).queued, MOST_WAITING);
@@ -268,7 +284,7 @@ mod tests {
             settle().await;
         }
         let sent = sent.lock().unwrap();
-        assert_eq!(sent.len(), MOST_WAITING + 3);
+        assert_eq!(sent.len(), MOST_WAITING + KEYS.len() + 1);
         assert!(!sent.contains(&("c", 1)));
         assert_eq!(lock(&queue.waiting).queued, 0);
     }
@@ -308,6 +324,23 @@ mod tests {
         assert!(lock(&queue.waiting).keys.is_empty());
         assert_eq!(lock(&queue.waiting).queued, 0);
         assert!(sent.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_chain_that_ended_leaves_its_key_to_the_next_one() {
+        // Between a chain's removing its key and its claim's drop, another thread may start a
+        // new chain of that key: the old claim must not take the key from it.
+        let queue = RefundQueue::<Probe>::default();
+        lock(&queue.waiting).keys.insert("a".to_owned(), VecDeque::new());
+        let claim = |ended| Chain {
+            key: "a".to_owned(),
+            waiting: Arc::clone(&queue.waiting),
+            ended,
+        };
+        drop(claim(true));
+        assert!(lock(&queue.waiting).keys.contains_key("a"));
+        drop(claim(false));
+        assert!(lock(&queue.waiting).keys.is_empty());
     }
 
     #[test]

@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn the_sliding_window_weighs_the_previous_count() {
-        // The seed article's example: limit 100, 80 in the previous window, 25% into this one
-        // with 30 so far: an estimate of 90, so 10 more pass.
+        // The seed article's example: limit 100, 80 in the previous window, 25% into this one,
+        // where 30 so far make an estimate of 90 and 10 more pass: from none so far, 40 pass.
         let clock = ManualClock::starting_at(Timestamp::from_secs(61));
         let state = (1 << (2 * SLIDING_COUNT_BITS)) | 80;
         let limiter = MinimalSlidingWindow(Window::new(clock.clone(), 60 * NANOS_PER_SECOND, 100, state));
