@@ -79,3 +79,19 @@ impl<A: Algorithm + 'static> Subject<A> for WritingDenialLimiter<A> {
         self.word.load(Ordering::SeqCst)
     }
 }
+
+/// The admission a hand-written twin races its broken operation with: `algorithm` deciding one
+/// unit at `now` on `word` through a correct compare-and-swap loop (the shipped cell's, with its
+/// `Relaxed` orderings: the twins' bug is in the other party, not here). Returns the decision.
+pub fn admit_by_cas<A: Algorithm>(word: &AtomicU64, algorithm: &A, now: tollgate::Timestamp) -> Decision {
+    // Relaxed: as the shipped cell; a stale read only costs a failed CAS below.
+    let mut current = word.load(Ordering::Relaxed);
+    loop {
+        let Transition { state, decision } = algorithm.decide(current, now, 1);
+        // Relaxed on success and failure: the word is self-contained, as in the shipped cell.
+        match word.compare_exchange(current, state, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return decision,
+            Err(actual) => current = actual,
+        }
+    }
+}

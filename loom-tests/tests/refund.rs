@@ -20,7 +20,7 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use loom_tests::assert_violation;
+use loom_tests::{admit_by_cas, assert_violation};
 use tollgate::algorithm::Algorithm;
 use tollgate::{DirectLimiter, Faults, KeyedLimiter, ManualClock, Quota, Timestamp, TokenBucket};
 
@@ -138,20 +138,8 @@ fn racy_refund_twin_is_rejected() {
             let admitter = {
                 let word = Arc::clone(&word);
                 thread::spawn(move || {
-                    let mut current = word.load(Ordering::Relaxed);
-                    loop {
-                        let transition = algorithm.decide(current, Timestamp::UNIX_EPOCH, 1);
-                        assert!(transition.decision.is_allowed());
-                        match word.compare_exchange(
-                            current,
-                            transition.state,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        ) {
-                            Ok(_) => break,
-                            Err(actual) => current = actual,
-                        }
-                    }
+                    let decision = admit_by_cas(&word, &algorithm, Timestamp::UNIX_EPOCH);
+                    assert!(decision.is_allowed());
                 })
             };
             refunder.join().expect("no panic");
