@@ -9,7 +9,9 @@
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
+mod divisor;
 mod sliding_window;
+pub(crate) mod steps;
 mod token_bucket;
 mod window;
 

@@ -187,7 +187,6 @@ impl Decision {
     /// nanoseconds, so this is the TAT it stored), the `end` a `refund_slot` compares. `None`
     /// unless counted and admitted ([`Outcome::Allowed`]): a refusal or an untracked admission
     /// holds no slot.
-    #[cfg(any(feature = "tower", feature = "redis"))]
     pub(crate) fn slot_end(&self, decided_at: crate::Timestamp) -> Option<crate::Timestamp> {
         match self.outcome {
             Outcome::Allowed => Some(decided_at.saturating_add(self.reset_after())),

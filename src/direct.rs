@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::algorithm::{Algorithm, Transition, FRESH_STATE};
+use crate::algorithm::{steps, Algorithm, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
 use crate::sync::AtomicU64;
@@ -143,7 +143,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     pub fn refund_n_at(&self, cost: u64, now: Timestamp) -> bool {
         let mut gave_back = false;
         let _ = cell::update(&self.state, |state| {
-            refund_step(&self.algorithm, state, now, cost, &mut gave_back)
+            steps::refund(&self.algorithm, state, now, cost, &mut gave_back)
         });
         gave_back
     }
@@ -168,7 +168,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     pub fn reset_at(&self, now: Timestamp) -> bool {
         let mut limiting = false;
         let _ = cell::update(&self.state, |state| {
-            reset_step(&self.algorithm, state, now, &mut limiting)
+            steps::reset(&self.algorithm, state, now, &mut limiting)
         });
         limiting
     }
@@ -205,14 +205,31 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         }))
     }
 
-    /// [`check_n_within`](Self::check_n_within) (with no maximum when `max_delay` is `None`:
-    /// `check_n`) decided at a time read once, with the end of the slot an admission was given
-    /// ([`Decision::slot_end`]), for [`refund_slot`](Self::refund_slot).
+    /// [`check_n_within`](Self::check_n_within) (or [`check_n`](Self::check_n) when `max_delay`
+    /// is `None`), with the end of the slot an admission was given: the `end` that
+    /// [`refund_slot`](Self::refund_slot) names to give that slot back if its request is
+    /// abandoned before it (a shaped request whose client left). `None` unless the request was
+    /// admitted. The end is computed from the very time the decision read, once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, LeakyBucket, ManualClock};
+    ///
+    /// let limiter = DirectLimiter::with_clock(LeakyBucket::new("1/s burst 3".parse()?)?, ManualClock::new());
+    /// let (first, _) = limiter.check_slot(1, None)?;
+    /// let (second, end) = limiter.check_slot(1, Some(Duration::from_secs(5)))?;
+    /// assert_eq!(second.delay(), Duration::from_secs(1));
+    /// // The second request's client leaves before its slot: its slot ends the queue, so it
+    /// // goes back, and the next request takes it.
+    /// assert!(limiter.refund_slot(1, end.expect("admitted")));
+    /// assert_eq!(limiter.check().delay(), Duration::from_secs(1));
+    /// # let _ = first;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`CostTooLarge`], as for `check_n`.
-    #[cfg(feature = "redis")]
-    pub(crate) fn check_slot(
+    pub fn check_slot(
         &self,
         cost: u64,
         max_delay: Option<Duration>,
@@ -251,7 +268,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         let mut gave_back = false;
         let _ = cell::update(&self.state, |state| {
             let after = self.algorithm.refund_slot(state, now, cost, end);
-            given_back(state, after, &mut gave_back)
+            steps::given_back(state, after, &mut gave_back)
         });
         gave_back
     }
@@ -280,45 +297,6 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
         CostTooLarge::check(cost, self.algorithm.capacity())
     }
-}
-
-/// One run of a refund inside a CAS loop (direct or keyed): the state to store, and whether it
-/// gives anything back. The loop may run it several times; the last run is the one stored.
-#[inline]
-pub(crate) fn refund_step<A: Algorithm>(
-    algorithm: &A,
-    state: u64,
-    now: Timestamp,
-    cost: u64,
-    gave_back: &mut bool,
-) -> Transition {
-    given_back(state, algorithm.refund(state, now, cost), gave_back)
-}
-
-/// A refund's transition from `state` to `after` inside a CAS loop, recording in `gave_back`
-/// whether it gives anything back. The loop may run it several times; the last run is stored.
-#[inline]
-pub(crate) fn given_back(state: u64, after: u64, gave_back: &mut bool) -> Transition {
-    *gave_back = after != state;
-    // The decision is not used by a refund; `table_full` is the cheapest one to build.
-    Transition::refuse(after, Decision::table_full(0))
-}
-
-/// One run of a reset inside a CAS loop (direct or keyed): the fresh state, and whether the
-/// state it replaces still limited at `now`. The loop may run it several times; the last run is
-/// the one stored.
-#[inline]
-pub(crate) fn reset_step<A: Algorithm>(
-    algorithm: &A,
-    state: u64,
-    now: Timestamp,
-    limiting: &mut bool,
-) -> Transition {
-    *limiting = !algorithm.is_idle(state, now);
-    // Always the fresh state, even for an idle one: a clock that later reads earlier than `now`
-    // must find a new limiter's state too, as the caller asked. (No write when it is fresh
-    // already.) The decision is not used by a reset; `table_full` is the cheapest one to build.
-    Transition::refuse(FRESH_STATE, Decision::table_full(0))
 }
 
 impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {

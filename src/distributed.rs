@@ -35,6 +35,7 @@
 //! are in `docs/distributed.md`.
 
 mod algorithm;
+mod breaker;
 mod error;
 #[cfg(feature = "tower")]
 mod layer;
@@ -49,6 +50,9 @@ mod reset;
 mod time;
 
 pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use breaker::Breaker;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
 pub use limiter::{
     RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,

@@ -18,9 +18,8 @@ use layout::TableLayout;
 use shard::{Entry, Shard};
 use slot::SLOT_BYTES;
 
-use crate::algorithm::{Algorithm, Transition, FRESH_STATE};
+use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
-use crate::direct::{given_back, refund_step, reset_step};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
@@ -233,7 +232,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         // has nothing outstanding.
         while let Some(found) = shard.find(fingerprint, home) {
             let mut gave_back = false;
-            let refund = |state| refund_step(&self.algorithm, state, now, cost, &mut gave_back);
+            let refund = |state| steps::refund(&self.algorithm, state, now, cost, &mut gave_back);
             if shard.update(found, refund).is_ok() {
                 return gave_back;
             }
@@ -265,7 +264,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         // up again, and once absent there is nothing to forget.
         while let Some(found) = shard.find(fingerprint, home) {
             let mut limiting = false;
-            let reset = |state| reset_step(&self.algorithm, state, now, &mut limiting);
+            let reset = |state| steps::reset(&self.algorithm, state, now, &mut limiting);
             if shard.update(found, reset).is_ok() {
                 return limiting;
             }
@@ -300,14 +299,15 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         Ok(self.decide_within(key, || now, cost, max_delay).0)
     }
 
-    /// [`check_n_within`](Self::check_n_within) (with no maximum when `max_delay` is `None`:
-    /// `check_n`) decided at a time read once, with the end of the slot an admission was given
-    /// ([`Decision::slot_end`]), for [`refund_slot`](Self::refund_slot).
+    /// [`check_n_within`](Self::check_n_within) (or [`check_n`](Self::check_n) when `max_delay`
+    /// is `None`), with the end of the slot an admission was given, for
+    /// [`refund_slot`](Self::refund_slot): see
+    /// [`DirectLimiter::check_slot`](crate::DirectLimiter::check_slot). The end is computed
+    /// from the very time the decision read, once.
     ///
     /// # Errors
     /// [`CostTooLarge`], as for `check_n`.
-    #[cfg(any(feature = "tower", feature = "redis"))]
-    pub(crate) fn check_slot(
+    pub fn check_slot(
         &self,
         key: &K,
         cost: u64,
@@ -340,7 +340,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             let mut gave_back = false;
             let refund = |state| {
                 let after = self.algorithm.refund_slot(state, now, cost, end);
-                given_back(state, after, &mut gave_back)
+                steps::given_back(state, after, &mut gave_back)
             };
             if shard.update(found, refund).is_ok() {
                 return gave_back;
@@ -569,7 +569,7 @@ impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, A, 
     }
 }
 
-#[cfg(all(test, any(feature = "tower", feature = "redis")))]
+#[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -66,7 +66,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod algorithm;
-#[cfg(any(feature = "redis", tollgate_loom))]
+// The loom models check the Redis backend's breaker without building the backend.
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
+#[path = "distributed/breaker.rs"]
 mod breaker;
 mod cell;
 pub mod clock;
@@ -75,7 +77,6 @@ mod direct;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod distributed;
-mod divisor;
 mod error;
 mod keyed;
 #[cfg(feature = "tower")]
@@ -89,9 +90,12 @@ mod time;
 pub use algorithm::{
     FixedWindow, FixedWindowState, GcraState, LeakyBucket, SlidingWindow, SlidingWindowState, TokenBucket,
 };
-#[cfg(tollgate_loom)]
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[doc(hidden)]
 pub use breaker::Breaker;
+#[cfg(all(tollgate_loom, feature = "redis"))]
+#[doc(hidden)]
+pub use distributed::Breaker;
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock, SystemClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;

@@ -59,10 +59,9 @@ pub(crate) struct Gcra {
     capacity: u64,
     /// `burst * T`: how far ahead of `now` the TAT may run.
     tolerance: u64,
-    /// The quota's exact rate, `count` per `period` ns, before `T` was rounded up: never read
-    /// by a decision, only by the policy the middleware announces.
-    count: u64,
-    period: u64,
+    /// The quota it was built from (its exact rate, before `T` was rounded up): never read by
+    /// a decision.
+    quota: Quota,
 }
 
 impl Gcra {
@@ -95,8 +94,7 @@ impl Gcra {
             interval,
             capacity,
             tolerance,
-            count,
-            period,
+            quota: *quota,
         })
     }
 
@@ -108,10 +106,9 @@ impl Gcra {
         self.interval
     }
 
-    /// The quota's exact rate, `(count, period in ns)`, of which `T` is the rounded-up ratio.
-    #[cfg(feature = "tower")]
-    pub(crate) const fn rate(&self) -> (u64, u64) {
-        (self.count, self.period)
+    /// The quota it was built from: `T` is its period over its count, rounded up.
+    pub(crate) const fn quota(&self) -> Quota {
+        self.quota
     }
 
     /// A TAT not after `now` is a full bucket (an empty queue), exactly like a fresh one.

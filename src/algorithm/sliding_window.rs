@@ -4,7 +4,7 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use crate::divisor::BoundedDivisor;
+use super::divisor::BoundedDivisor;
 use crate::error::QuotaError;
 use crate::{Quota, Timestamp};
 

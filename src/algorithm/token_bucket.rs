@@ -57,11 +57,10 @@ impl TokenBucket {
         Duration::from_nanos(self.gcra.interval())
     }
 
-    /// The exact refill rate the quota asked for, `(count, period in ns)`: the emission interval
-    /// is its ratio rounded up.
-    #[cfg(feature = "tower")]
-    pub(crate) const fn rate(&self) -> (u64, u64) {
-        self.gcra.rate()
+    /// The quota it was built from: it refills `count` per `period` exactly (the emission interval
+    /// is their ratio rounded up to whole nanoseconds), and `burst` is its capacity.
+    pub const fn quota(&self) -> Quota {
+        self.gcra.quota()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::divisor::Divisor;
+use super::divisor::Divisor;
 use crate::error::QuotaError;
 
 /// How a window algorithm's 64-bit state is split, derived from the window length.

@@ -16,7 +16,7 @@ use super::refund::Refund;
 use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
-use crate::breaker::Breaker;
+use super::breaker::Breaker;
 use crate::clock::Clock;
 use crate::{CostTooLarge, Decision};
 

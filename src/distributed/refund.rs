@@ -10,7 +10,7 @@ use redis::Value;
 use super::algorithm::GCRA_REFUND;
 use super::error::RedisCheckError;
 use super::limiter::classify;
-use crate::breaker::Breaker;
+use super::breaker::Breaker;
 
 /// One refund, prepared: it owns everything its round trip needs (a handle on the shared
 /// connection and breaker, the key, the packed arguments), so that it can wait in the

@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use crate::algorithm::Algorithm;
-use crate::{FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
+use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 
 /// A quota as the IETF RateLimit fields state it (draft-ietf-httpapi-ratelimit-headers):
 /// `quota` units per `window`, written `q` and `w` (`w` in whole seconds: a window that is not a
@@ -37,11 +36,24 @@ impl Policy {
     }
 
     /// The same policy for a bucket that runs at `interval` rather than at the interval it was
-    /// announced with (a Redis script runs its bucket at the interval rounded up to whole
-    /// microseconds): `q`, capped by what the interval admits in `w`, and `t` follow it. A
-    /// policy whose units do not come back steadily is returned as it is.
-    #[cfg(feature = "redis")]
-    pub(crate) fn running_at(mut self, interval: Duration) -> Policy {
+    /// announced with (a store that keeps time in coarser units than nanoseconds rounds the
+    /// interval up: the Redis limiter's scripts run in whole microseconds): `q`, capped by what
+    /// the interval admits in `w`, and `t` follow it. A policy whose units do not come back
+    /// steadily is returned as it is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::middleware::AnnouncedPolicy;
+    /// use tollgate::TokenBucket;
+    ///
+    /// // Three per second, run at whole microseconds: one unit every 333,334 µs.
+    /// let policy = TokenBucket::new("3/s".parse()?)?.policy();
+    /// let running = policy.running_at(Duration::from_micros(333_334));
+    /// assert_eq!((running.quota, running.window), (3, Duration::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn running_at(mut self, interval: Duration) -> Policy {
         if let Refill::Steady { interval: steady, .. } = &mut self.refill {
             *steady = interval;
         }
@@ -153,8 +165,9 @@ pub trait AnnouncedPolicy {
 /// per `period` ns (`burst * period / count`, at most `burst` rounded-up intervals: validated
 /// at construction to fit a `u64` of nanoseconds); one unit coming back every `interval` (the
 /// rate the bucket runs at); `shaped` when admitted requests wait for their slot.
-fn bucket_policy(burst: u64, (count, period): (u64, u64), interval: Duration, shaped: bool) -> Policy {
-    let exact = ExactWindow::new(u128::from(burst) * u128::from(period), u128::from(count));
+fn bucket_policy(quota: Quota, interval: Duration, shaped: bool) -> Policy {
+    let burst = quota.burst();
+    let exact = ExactWindow::new(u128::from(burst) * quota.period().as_nanos(), u128::from(quota.count()));
     let window = u64::try_from(exact.rounded_up()).unwrap_or(u64::MAX);
     Policy {
         quota: burst,
@@ -166,13 +179,13 @@ fn bucket_policy(burst: u64, (count, period): (u64, u64), interval: Duration, sh
 
 impl AnnouncedPolicy for TokenBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.rate(), self.emission_interval(), false)
+        bucket_policy(self.quota(), self.emission_interval(), false)
     }
 }
 
 impl AnnouncedPolicy for LeakyBucket {
     fn policy(&self) -> Policy {
-        bucket_policy(self.capacity(), self.rate(), self.emission_interval(), true)
+        bucket_policy(self.quota(), self.emission_interval(), true)
     }
 }
 

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::SlidingWindow;
 use crate::algorithm::window::test_support::pick;
 use crate::algorithm::Algorithm;
-use crate::divisor::BoundedDivisor;
+use crate::algorithm::divisor::BoundedDivisor;
 use crate::{Quota, Timestamp};
 
 const SECOND: u64 = 1_000_000_000;

@@ -1,7 +1,7 @@
 //! Fail fast while a remote limiter is away: after a failure, decisions go straight to the
 //! failure policy for a pause, except one probe per pause, so that an outage costs each request
 //! nothing rather than a full deadline. Used by the Redis limiter (`distributed`); compiled on
-//! its own under `--cfg tollgate_loom`, where `loom-tests/tests/breaker.rs` checks that
+//! its own under `--cfg tollgate_loom` (also without the `redis` feature), where `loom-tests/tests/breaker.rs` checks that
 //! concurrent callers elect exactly one probe.
 
 use std::time::{Duration, Instant};
