@@ -6,10 +6,10 @@
 //! ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these functions inside a
 //! compare-and-swap loop; tests run them on plain integers.
 
+mod divisor;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
-mod divisor;
 mod sliding_window;
 pub(crate) mod steps;
 mod token_bucket;

@@ -93,12 +93,12 @@ pub use algorithm::{
 #[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[doc(hidden)]
 pub use breaker::Breaker;
-#[cfg(all(tollgate_loom, feature = "redis"))]
-#[doc(hidden)]
-pub use distributed::Breaker;
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock, SystemClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;
+#[cfg(all(tollgate_loom, feature = "redis"))]
+#[doc(hidden)]
+pub use distributed::Breaker;
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;

@@ -65,7 +65,7 @@ impl SlidingWindowState {
 /// `limit`, decided without floats or rounding. It smooths the fixed window's boundary spike
 /// at the cost of assuming the previous window's requests were spread evenly.
 ///
-/// The seed article's worked example: limit 100, 80 requests in the previous window, 25% into
+/// A worked example: limit 100, 80 requests in the previous window, 25% into
 /// the current one with 30 so far: `30 + 80 * 0.75 = 90 < 100`, allowed.
 ///
 /// ```

@@ -26,8 +26,8 @@ pub const COARSE_UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 /// [`COARSE_UPKEEP_INTERVAL`]) and keeps it running for the life of the process; every other
 /// coarse clock shares it. If another library already started quanta's upkeep, its thread is
 /// used instead: the lag `L` above is then that thread's interval, which tollgate does not know
-/// (a review measured 247 ms behind a 250 ms upkeep: a `1000/s burst 1` bucket admitted 5 in a
-/// second), and if that library later stops it, coarse time stops advancing. Use the
+/// (behind a 250 ms upkeep, a `1000/s burst 1` bucket sees time move in 250 ms steps and admits
+/// a burst at each), and if that library later stops it, coarse time stops advancing. Use the
 /// [`PreciseClock`](super::PreciseClock) in such a process. If the upkeep thread cannot be
 /// spawned (a thread limit, no memory), every coarse clock of the process reads the precise
 /// time instead, as [`is_coarse`](Self::is_coarse) then says: quanta would otherwise leave

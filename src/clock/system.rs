@@ -13,8 +13,8 @@ use crate::Timestamp;
 /// hosts that keep their system time in sync. The [`PreciseClock`](super::PreciseClock) and
 /// [`CoarseClock`](super::CoarseClock) are anchored to the system time once per process and
 /// then run on quanta's counter, at the rate quanta estimated when the process started: they
-/// drift from the system time by that estimate's error, differently in each process (a review
-/// measured -2.3, -1.0 and +0.26 ppm in three processes on one machine; 2 ppm is 0.17 s a day).
+/// drift from the system time by that estimate's error, differently in each process (parts per
+/// million: 2 ppm is 0.17 s a day).
 /// This clock follows the system time as the host keeps it, so window boundaries stay on
 /// wall-clock multiples of the window however long the process runs.
 ///

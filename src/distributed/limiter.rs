@@ -9,6 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::algorithm::{Program, RedisAlgorithm};
+use super::breaker::Breaker;
 use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
@@ -16,7 +17,6 @@ use super::refund::Refund;
 use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
-use super::breaker::Breaker;
 use crate::clock::Clock;
 use crate::{CostTooLarge, Decision};
 

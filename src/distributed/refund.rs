@@ -8,9 +8,9 @@ use redis::aio::ConnectionManager;
 use redis::Value;
 
 use super::algorithm::GCRA_REFUND;
+use super::breaker::Breaker;
 use super::error::RedisCheckError;
 use super::limiter::classify;
-use super::breaker::Breaker;
 
 /// One refund, prepared: it owns everything its round trip needs (a handle on the shared
 /// connection and breaker, the key, the packed arguments), so that it can wait in the

@@ -305,7 +305,8 @@ mod tests {
     }
 
     /// One credential is one key over every protocol: HTTP/1 parsers strip the whitespace
-    /// around a value and HTTP/2 passes it on (a review got five quotas for `alice` over HTTP/2).
+    /// around a value and HTTP/2 passes it on, so without the trim each spelling below would be
+    /// a quota of its own over HTTP/2.
     #[test]
     fn a_header_key_is_the_value_without_the_whitespace_around_it() {
         for value in [&b"alice"[..], b"alice ", b" alice", b"alice\t", b"\t alice  "] {

@@ -167,7 +167,10 @@ pub trait AnnouncedPolicy {
 /// rate the bucket runs at); `shaped` when admitted requests wait for their slot.
 fn bucket_policy(quota: Quota, interval: Duration, shaped: bool) -> Policy {
     let burst = quota.burst();
-    let exact = ExactWindow::new(u128::from(burst) * quota.period().as_nanos(), u128::from(quota.count()));
+    let exact = ExactWindow::new(
+        u128::from(burst) * quota.period().as_nanos(),
+        u128::from(quota.count()),
+    );
     let window = u64::try_from(exact.rounded_up()).unwrap_or(u64::MAX);
     Policy {
         quota: burst,
