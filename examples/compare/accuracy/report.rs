@@ -74,6 +74,7 @@ pub(super) fn print(quota: Quota, totals: &[[Tally; 5]; 3], all: &[Tally; 5], by
     }
     by_class.print();
     let [quiet, limited] = by_limited;
+    paragraph("The same, by whether the log ever refused the client:");
     let mut by_group = Table::new(&[
         "algorithm",
         "quiet: refused",
