@@ -1,8 +1,11 @@
-//! Shows each of the five algorithms deciding the same traffic on a manual clock: a burst of 12 requests at
-//! once, then one request every 100 ms for a second, under the quota `10/s` (burst 5 for the
-//! buckets).
+//! Shows each of the five algorithms deciding the same traffic on a manual clock, one line per
+//! request: a burst of 12 requests at once, then one request every 100 ms for a second, under
+//! the quota `10/s burst 5` (the windows get its count and period, `10/s`: they take no burst).
 //!
-//! Run: `cargo run --example algorithms [QUOTA]`, for example `cargo run --example algorithms "5/s burst 2"`.
+//! Run: `cargo run --example algorithms [QUOTA]`, for example
+//! `cargo run --example algorithms "5/s burst 2"`. For the five algorithms compared over whole
+//! scenarios, with a guide to choosing one, see `cargo run --release --example compare` and
+//! `docs/algorithms.md`.
 
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
-//! Scenario 1, burst after idle: the seed's bucket (capacity 10, refill 2 per second) and
-//! windows of the same rate and burst (10 per 5 s). The client drains every limiter at t = 0,
-//! stays silent for 10 s, then sends 20 requests within 1 ms.
+//! Scenario 1, burst after idle: a bucket of capacity 10 refilled 2 per second (`2/s burst
+//! 10`), and windows of the same rate and burst (`10/5s`). The client empties every limiter
+//! with 10 requests at t = 0, stays silent for 10 s, then sends 20 requests within 1 ms: how
+//! much of a burst each algorithm forgives after a quiet spell, and when the admitted requests
+//! go ahead.
 
 use std::error::Error;
 
@@ -8,7 +10,7 @@ use tollgate::{ManualClock, Quota, Timestamp};
 
 use crate::lineup::{Lineup, NAMES, SHAPER};
 use crate::svg::{LineChart, Series, COLOURS};
-use crate::table::{seconds, Table};
+use crate::table::{paragraph, seconds, Table};
 use crate::{Picture, BASE, SECOND};
 
 const DRAIN: u64 = 10;
@@ -17,17 +19,35 @@ const BURST: u64 = 20;
 /// The burst's requests are this far apart: 20 of them within 1 ms.
 const SPACING: u64 = 50_000;
 
+/// What the closing guide cites from this scenario.
+#[derive(Clone, Debug)]
+pub(crate) struct Summary {
+    /// Requests of the burst sent.
+    pub(crate) sent: u64,
+    /// Requests of the burst each algorithm admitted.
+    pub(crate) admitted: [u64; 5],
+    /// When the shaper's last admitted request proceeds, in ns after the burst's first request.
+    pub(crate) shaper_last: u64,
+    /// The gap between two of the shaper's departures, in ns.
+    pub(crate) shaper_gap: u64,
+}
+
 /// Runs the scenario, prints its table and returns its picture.
-pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
+pub(crate) fn run() -> Result<(Picture, Summary), Box<dyn Error>> {
     let bucket: Quota = "2/s burst 10".parse()?;
     let window: Quota = "10/5s".parse()?;
     println!("## Scenario 1: burst after idle\n");
-    println!(
-        "Buckets `{bucket}`, windows `{window}`. At t = 0 s the client sends {DRAIN} requests (a full \
-         drain), then nothing for {} s, then {BURST} requests {} µs apart (t = 10 s to 10.00095 s).\n",
+    paragraph(&format!(
+        "A client sends {DRAIN} requests at t = 0 s, which empties every limiter, stays silent for \
+         {} s, then sends {BURST} requests {} µs apart. It shows how much of a burst each algorithm \
+         forgives after a quiet spell, and when the admitted requests go ahead. Limits: buckets \
+         `{bucket}` (a bucket of {} tokens refilled {} per second), windows `{window}` (the same rate \
+         and burst).",
         SILENCE / SECOND,
-        SPACING / 1_000
-    );
+        SPACING / 1_000,
+        bucket.burst(),
+        bucket.count(),
+    ));
     let clock = ManualClock::starting_at(Timestamp::from_nanos(BASE));
     let lineup = Lineup::new(bucket, window, &clock)?;
     let mut drained = [0u64; 5];
@@ -50,27 +70,36 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
     }
     let mut table = Table::new(&[
         "algorithm",
-        "drain at 0 s: admitted",
-        "burst: admitted of 20",
-        "refused",
+        "drain",
+        "burst",
         "first refused",
-        "the admitted proceed at (after the burst's first request)",
+        "admitted ones proceed",
     ]);
     for (a, name) in NAMES.iter().enumerate() {
-        let admitted = proceeds[a].len() as u64;
         let first_refused = (1..=BURST)
             .find(|n| !proceeds[a].iter().any(|(i, _)| i == n))
             .map_or("none".to_string(), |n| format!("#{n}"));
         table.row(vec![
             name.to_string(),
             drained[a].to_string(),
-            admitted.to_string(),
-            (BURST - admitted).to_string(),
+            proceeds[a].len().to_string(),
             first_refused,
             schedule(&proceeds[a]),
         ]);
     }
     table.print();
+    paragraph(&format!(
+        "drain: requests admitted of the {DRAIN} at t = 0 s. burst: requests admitted of the {BURST} \
+         (the others are refused). first refused: the burst's first refused request. admitted ones \
+         proceed: when, counted from the burst's first request."
+    ));
+    let shaper = &proceeds[SHAPER];
+    let summary = Summary {
+        sent: BURST,
+        admitted: std::array::from_fn(|a| proceeds[a].len() as u64),
+        shaper_last: shaper.last().map_or(0, |p| p.1),
+        shaper_gap: shaper.windows(2).map(|w| w[1].1 - w[0].1).max().unwrap_or(0),
+    };
 
     let mut series: Vec<Series> = vec![Series {
         name: "requests sent".to_string(),
@@ -90,7 +119,7 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
             width: widths[a],
         });
     }
-    Ok(Picture {
+    let picture = Picture {
         file: "compare-burst-after-idle.svg",
         svg: LineChart {
             title: "1. Burst after idle: 20 requests within 1 ms after 10 s of silence".to_string(),
@@ -103,7 +132,8 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
             rules: vec![(10.0, "capacity 10".to_string())],
         }
         .render(),
-    })
+    };
+    Ok((picture, summary))
 }
 
 /// Step points of a running count, starting at zero before the first time.
@@ -125,7 +155,7 @@ fn schedule(proceeds: &[(u64, u64)]) -> String {
         (Some(first), Some(last)) => {
             let gaps: Vec<u64> = proceeds.windows(2).map(|w| w[1].1 - w[0].1).collect();
             let spacing = match (gaps.iter().min(), gaps.iter().max()) {
-                (Some(lo), Some(hi)) if hi - lo < 100_000 => format!(", one every {}", seconds(*hi)),
+                (Some(lo), Some(hi)) if hi - lo < 100_000 => format!(", every {}", seconds(*hi)),
                 _ => String::new(),
             };
             format!("{} to {}{spacing}", seconds(first.1), seconds(last.1))

@@ -67,8 +67,14 @@ pub(crate) const NAMES: [&str; 5] = [
     "sliding window log",
 ];
 
+/// Index of the token bucket in [`NAMES`].
+pub(crate) const TOKEN: usize = 0;
 /// Index of the shaper in [`NAMES`]: the only one whose admitted requests may wait.
 pub(crate) const SHAPER: usize = 1;
+/// Index of the fixed window in [`NAMES`].
+pub(crate) const FIXED: usize = 2;
+/// Index of the sliding window counter in [`NAMES`].
+pub(crate) const COUNTER: usize = 3;
 /// Index of the exact log in [`NAMES`]: the ground truth.
 pub(crate) const LOG: usize = 4;
 

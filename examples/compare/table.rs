@@ -1,4 +1,7 @@
-//! Tables printed as Markdown, so that `docs/algorithms.md` quotes the run verbatim.
+//! Tables and paragraphs printed as Markdown, so that `docs/algorithms.md` quotes the run
+//! verbatim, and narrow enough to read in a terminal of 100 columns.
+
+use crate::SECOND;
 
 /// A Markdown table: a header row and rows of cells, numeric columns right-aligned.
 #[derive(Debug)]
@@ -83,6 +86,61 @@ impl Table {
     }
 }
 
+/// Lines of prose are wrapped at this many characters.
+const LINE: usize = 96;
+
+/// Prints `text` as one Markdown paragraph, wrapped at [`LINE`] characters, and a blank line.
+pub(crate) fn paragraph(text: &str) {
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > LINE {
+            println!("{line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        println!("{line}");
+    }
+    println!();
+}
+
+/// Prints `text` as one item of a Markdown list, wrapped at [`LINE`] characters, its
+/// continuation lines indented under the text.
+pub(crate) fn bullet(text: &str) {
+    let mut line = String::from("-");
+    for word in text.split_whitespace() {
+        if line.chars().count() + 1 + word.chars().count() > LINE {
+            println!("{line}");
+            line = String::from(" ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    println!("{line}");
+}
+
+/// A count with thousands separators: `12,909,371`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// A count and its share of `whole`: `1,155,186 (8.95%)`.
+pub(crate) fn count_and_share(part: u64, whole: u64) -> String {
+    format!("{} ({})", thousands(part), percent(part, whole))
+}
+
 /// `part / whole` as a percentage with enough digits for shares as small as Cloudflare's.
 pub(crate) fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -101,4 +159,10 @@ pub(crate) fn percent(part: u64, whole: u64) -> String {
 /// Seconds with millisecond precision.
 pub(crate) fn seconds(nanos: u64) -> String {
     format!("{:.3} s", nanos as f64 / 1e9)
+}
+
+/// A time since the scenario's 00:00 as `mm:ss.s`.
+pub(crate) fn clock_time(nanos: u64) -> String {
+    let tenths = nanos / (SECOND / 10);
+    format!("{:02}:{:02}.{}", tenths / 600, tenths / 10 % 60, tenths % 10)
 }

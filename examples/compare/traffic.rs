@@ -41,6 +41,18 @@ pub(crate) const BURST_RATES: (f64, f64) = (120.0, 600.0);
 /// The abusive clients' rate (per minute).
 pub(crate) const ABUSIVE_RATE: f64 = 1_000.0;
 
+/// How each kind of client in [`CLASSES`] sends, in words.
+pub(crate) fn describe(class: usize) -> String {
+    match class {
+        0 => format!("at {:.0}-{:.0}/min, log-uniform", STEADY_RATES.0, STEADY_RATES.1),
+        1 => format!(
+            "at {:.0}-{:.0}/min for {MEAN_ON_SECS:.0} s, then {MEAN_OFF_SECS:.0} s off (means)",
+            BURST_RATES.0, BURST_RATES.1
+        ),
+        _ => format!("at {ABUSIVE_RATE:.0}/min"),
+    }
+}
+
 impl Pattern {
     /// Client number `client`'s pattern: every thousandth is abusive, the others steady or
     /// on/off at random.

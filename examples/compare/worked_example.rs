@@ -1,18 +1,19 @@
-//! Scenario 4, the seed's worked example: limit 100 per minute, 80 requests in the previous
-//! window, 25% into the current one (01:15) with 30 so far. The sliding window counter
-//! estimates `30 + 80 * 0.75 = 90` and admits. The same counts, spread three ways over the
-//! previous window, against what the exact log and the others say.
+//! Scenario 4, the sliding window counter's worked example: limit 100 per minute, 80 requests
+//! in the previous window, and at 01:15, 25% into the current one, 30 so far. The counter
+//! weighs the previous window by the share of it the last minute still overlaps and estimates
+//! `30 + 80 * 0.75 = 90 < 100`, so it admits one more. The scenario replays these counts with
+//! the previous window's 80 spread three ways, and sets the counter's estimate beside what the
+//! exact log and the others count.
 
 use std::error::Error;
 
 use tollgate::{ManualClock, Quota, Timestamp};
 
-use crate::lineup::{Lineup, LOG, NAMES};
+use crate::lineup::{Lineup, COUNTER, LOG, NAMES};
 use crate::svg::{LineChart, Series, COLOURS};
-use crate::table::Table;
+use crate::table::{paragraph, Table};
 use crate::{Picture, BASE, SECOND};
 
-const SLIDING: usize = 3;
 const PREVIOUS: u64 = 80;
 const CURRENT: u64 = 30;
 /// 01:15, 25% into the second minute.
@@ -22,7 +23,10 @@ const SAMPLE: u64 = SECOND / 4;
 
 /// Where the previous window's 80 requests fall.
 struct Spread {
+    /// The table's short name.
     name: &'static str,
+    /// The picture's legend.
+    legend: &'static str,
     /// The time of request `i` of 80, in ns since 00:00.
     at: fn(u64) -> u64,
     colour: &'static str,
@@ -30,44 +34,76 @@ struct Spread {
 
 const SPREADS: [Spread; 3] = [
     Spread {
-        name: "evenly over 00:00-01:00",
+        name: "evenly",
+        legend: "evenly over 00:00-01:00",
         at: |i| (2 * i + 1) * 750_000_000 / 2,
         colour: COLOURS[0],
     },
     Spread {
-        name: "all in 00:00-00:01",
+        name: "at 00:00",
+        legend: "all in 00:00-00:01",
         at: |i| (2 * i + 1) * 12_500_000 / 2,
         colour: COLOURS[3],
     },
     Spread {
-        name: "all in 00:59-01:00",
+        name: "at 00:59",
+        legend: "all in 00:59-01:00",
         at: |i| 59 * SECOND + (2 * i + 1) * 12_500_000 / 2,
         colour: COLOURS[2],
     },
 ];
 
+/// What the closing guide cites from this scenario.
+#[derive(Clone, Debug)]
+pub(crate) struct Summary {
+    /// How the previous window's requests were spread, in the order of `counted`.
+    pub(crate) spreads: [&'static str; 3],
+    /// What each algorithm counted against the client just before 01:15, per spread.
+    pub(crate) counted: [[u64; 5]; 3],
+}
+
+/// The counter's estimate in the worked example: the current window's requests plus the
+/// previous window's, weighted by the share of it the last minute still overlaps.
+fn estimate(window: u64) -> u64 {
+    let elapsed = ASKED_AT - window;
+    CURRENT + PREVIOUS * (window - elapsed) / window
+}
+
+/// The weight of the previous window at 01:15: the share of it the last minute still overlaps.
+fn weight(window: u64) -> f64 {
+    (2 * window - ASKED_AT) as f64 / window as f64
+}
+
 /// Runs the scenario, prints its table and returns its picture.
-pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
+pub(crate) fn run() -> Result<(Picture, Summary), Box<dyn Error>> {
     let quota: Quota = "100/min".parse()?;
-    println!("## Scenario 4: the seed's worked example\n");
-    println!(
-        "Every algorithm `{quota}` (buckets: burst 100). {PREVIOUS} requests in the previous minute \
-         (spread three ways), {CURRENT} in 01:00-01:15 (one every 0.5 s, at the middle of each slot), \
-         then one more request at 01:15, 25% into the current window. \"Counted\" is what each \
-         limiter holds against the client just before that request, read from a peek as limit − \
-         remaining − 1 (for the sliding window counter, its estimate rounded up; for the log, the \
-         exact count in (00:15, 01:15]; for the buckets, the tokens missing from a full bucket).\n"
-    );
+    let window = quota.period().as_nanos() as u64;
+    let elapsed = ASKED_AT - window;
+    println!("## Scenario 4: the sliding window counter's worked example\n");
+    paragraph(&format!(
+        "Every algorithm allows `{quota}` (buckets: burst {}). A client sends {PREVIOUS} requests in \
+         the first minute, spread three ways, and {CURRENT} in 01:00-01:15, one every {} s; at 01:15, \
+         {}% into the current window, the sliding window counter estimates {CURRENT} + {PREVIOUS} × \
+         {:.2} = {} < {} and admits one more request. It shows how far that estimate, which assumes \
+         the previous minute's requests were spread evenly, is from the exact count.",
+        quota.burst(),
+        elapsed as f64 / CURRENT as f64 / 1e9,
+        elapsed * 100 / window,
+        weight(window),
+        estimate(window),
+        quota.count(),
+    ));
     let mut table = Table::new(&[
-        "previous window's 80",
+        "first minute",
         "algorithm",
-        "history admitted (of 110)",
-        "counted at 01:15 (limit − remaining)",
-        "request at 01:15",
-        "remaining after",
+        "admitted",
+        "counted",
+        "01:15",
+        "left",
     ]);
     let mut series = Vec::new();
-    for spread in &SPREADS {
+    let mut counted = [[0u64; 5]; 3];
+    for (s, spread) in SPREADS.iter().enumerate() {
         let clock = ManualClock::starting_at(Timestamp::from_nanos(BASE));
         let lineup = Lineup::new(quota, quota, &clock)?;
         let mut history: Vec<u64> = (0..PREVIOUS).map(spread.at).collect();
@@ -94,8 +130,9 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
         let before = lineup.peek();
         let decided = lineup.check();
         for (a, name) in NAMES.iter().enumerate() {
+            counted[s][a] = in_window(quota, &before[a]);
             table.row(vec![
-                spread.name.to_string(),
+                if a == 0 { spread.name } else { "" }.to_string(),
                 name.to_string(),
                 admitted[a].to_string(),
                 in_window(quota, &before[a]).to_string(),
@@ -103,11 +140,11 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
                 decided[a].remaining.to_string(),
             ]);
         }
-        for (a, dash, width) in [(SLIDING, "", 2.5), (LOG, "6 4", 2.0)] {
+        for (a, dash, width) in [(COUNTER, "", 2.5), (LOG, "6 4", 2.0)] {
             let mut points = std::mem::take(&mut believed[a]);
             points.push((ASKED_AT as f64 / 1e9, in_window(quota, &before[a]) as f64));
             series.push(Series {
-                name: format!("{}: {}", if a == LOG { "log" } else { "counter" }, spread.name),
+                name: format!("{}: {}", if a == LOG { "log" } else { "counter" }, spread.legend),
                 points,
                 colour: spread.colour,
                 dash,
@@ -116,10 +153,23 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
         }
     }
     table.print();
-    Ok(Picture {
+    paragraph(&format!(
+        "first minute: its {PREVIOUS} requests spread evenly over 00:00-01:00, or all within the \
+         first or the last second of it. admitted: requests admitted of the {} before 01:15. counted: \
+         what the limiter holds against the client just before 01:15, read from a peek as limit − \
+         remaining − 1 (the counter's estimate rounded up, the log's exact count in (00:15, 01:15], \
+         the tokens missing from a full bucket). 01:15: the decision on the request at 01:15; left: \
+         remaining after it.",
+        PREVIOUS + CURRENT,
+    ));
+    let summary = Summary {
+        spreads: SPREADS.map(|s| s.name),
+        counted,
+    };
+    let picture = Picture {
         file: "compare-worked-example.svg",
         svg: LineChart {
-            title: "4. The seed's example: what the counter estimates and the log counts, 00:00-01:15"
+            title: "4. The sliding window counter's worked example: its estimate and the log's count"
                 .to_string(),
             x_label: "seconds since 00:00".to_string(),
             y_label: "requests in the last minute, as counted".to_string(),
@@ -128,11 +178,19 @@ pub(crate) fn run() -> Result<Picture, Box<dyn Error>> {
             series,
             rules: vec![
                 (100.0, "limit 100".to_string()),
-                (90.0, "the seed's 90".to_string()),
+                (
+                    estimate(window) as f64,
+                    format!(
+                        "estimate at 01:15: {CURRENT} + {PREVIOUS} × {:.2} = {}",
+                        weight(window),
+                        estimate(window)
+                    ),
+                ),
             ],
         }
         .render(),
-    })
+    };
+    Ok((picture, summary))
 }
 
 /// What a limiter counts in its window, read from a peek: `limit - remaining - 1` when a
