@@ -98,6 +98,12 @@ pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
             "{option}: the keys live in Redis ([redis] or --redis), not in a table of the gateway"
         ));
     }
+    if let (Store::Redis { .. }, Some(_)) = (&store, &file.table) {
+        return Err(
+            "[table]: with --redis the keys live in Redis, not in a table of the gateway; remove [table]"
+                .to_owned(),
+        );
+    }
     if let (Store::Table { .. }, Some(_)) = (&store, flags.when_redis_away) {
         return Err("--when-redis-away: only with Redis ([redis] in the file, or --redis)".to_owned());
     }
@@ -223,4 +229,125 @@ fn route(section: &RouteSection, trust_any: bool) -> Result<RouteSettings, Strin
         quota,
         max_delay,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn flags(args: &[&str]) -> Flags {
+        Flags::try_parse_from(std::iter::once("tollgate-gateway").chain(args.iter().copied()))
+            .unwrap_or_else(|error| panic!("{args:?}: {error}"))
+    }
+
+    fn error(text: &str) -> String {
+        settings(text, &flags(&[])).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_sample_file_reads() {
+        let sample = settings(include_str!("../gateway.toml"), &flags(&[]));
+        let limits = sample.as_ref().ok().and_then(|s| s.limits.as_ref());
+        let names: Vec<&str> = limits.map_or(vec![], |l| l.routes.iter().map(|r| r.name.as_str()).collect());
+        assert_eq!(names, ["login", "api", "default"]);
+        assert_eq!(
+            limits.map(|l| l.store.clone()),
+            Some(Store::Table {
+                capacity: 100_000,
+                when_full: WhenFullChoice::Refuse
+            })
+        );
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let text =
+            "listen = \"127.0.0.1:1\"\n[table]\ncapacity = 5\n[[route]]\nname = \"a\"\nquota = \"1/s\"\n";
+        let given = flags(&[
+            "--listen",
+            "127.0.0.1:2",
+            "--capacity",
+            "7",
+            "--no-admitted-fields",
+        ]);
+        let read = settings(text, &given).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read.listen.port(), 2);
+        let limits = read.limits.unwrap_or_else(|| panic!("limits"));
+        assert_eq!(
+            limits.store,
+            Store::Table {
+                capacity: 7,
+                when_full: WhenFullChoice::Refuse
+            }
+        );
+        assert!(!limits.fields.on_admitted);
+        let redis = flags(&["--redis", "redis://127.0.0.1:1/", "--capacity", "7"]);
+        let refused = settings(text, &redis).err().unwrap_or_default();
+        assert!(
+            refused.starts_with("--capacity: the keys live in Redis"),
+            "{refused}"
+        );
+        let refused = settings(text, &flags(&["--redis", "redis://127.0.0.1:1/"])).err();
+        let refused = refused.unwrap_or_default();
+        assert!(
+            refused.starts_with("[table]: with --redis the keys live in Redis"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let route = |extra: &str| format!("[[route]]\nname = \"r\"\nquota = \"1/s\"\n{extra}\n");
+        for (text, says) in [
+            (route("colour = \"red\""), "unknown field `colour`"),
+            (
+                route("path = \"login\""),
+                "route `r`: path: `login` is not a path prefix; expected one starting with /",
+            ),
+            (
+                route("method = \"post\""),
+                "route `r`: method: `post` is not a method; expected upper-case",
+            ),
+            (route("key = \"xff:0.0.0.0/0\""), "set trust_any_forwarder = true"),
+            (
+                route("key = \"header:x-api-key\"\nipv6_prefix = 56"),
+                "ipv6_prefix: only an IP key",
+            ),
+            (route("max_delay_ms = 10"), "max_delay_ms: only the leaky bucket"),
+            (
+                route("algorithm = \"sliding\"\nquota = \"1/s burst 2\""),
+                "duplicate key",
+            ),
+            (format!("{}{}", route(""), route("")), "route `r` is named twice"),
+            (
+                "[table]\ncapacity = 0\n[[route]]\nname = \"r\"\nquota = \"1/s\"\n".to_owned(),
+                "table.capacity: the key table needs room",
+            ),
+            (
+                "[table]\n[redis]\nurl = \"redis://127.0.0.1/\"\n".to_owned(),
+                "[table] and [redis]",
+            ),
+            (
+                "listen = \"8080\"\n".to_owned(),
+                "listen: `8080` is not an address and port",
+            ),
+            (String::new(), "no [[route]]"),
+            (
+                route("").replace("name = \"r\"", "name = \"a b\""),
+                "name: `a b` is not a route name",
+            ),
+        ] {
+            let message = error(&text);
+            assert!(message.contains(says), "{text}: {message}");
+        }
+        let burst = "[[route]]\nname = \"r\"\nalgorithm = \"sliding\"\nquota = \"1/s burst 2\"\n";
+        assert!(
+            error(burst).contains("route `r`: quota `1/s burst 2`: the sliding window counter has no burst")
+        );
+        let trusting =
+            "trust_any_forwarder = true\n[[route]]\nname = \"r\"\nquota = \"1/s\"\nkey = \"xff:::/0\"\n";
+        assert!(settings(trusting, &flags(&[])).is_ok());
+    }
 }

@@ -219,8 +219,13 @@ pub struct Client {
 
 impl Client {
     pub fn connect(address: SocketAddr) -> Client {
-        let stream = TcpStream::connect(address).expect("the gateway accepts");
+        Client::over(TcpStream::connect(address).expect("the gateway accepts"))
+    }
+
+    /// A client on a connection already open.
+    pub fn over(stream: TcpStream) -> Client {
         stream.set_read_timeout(Some(PATIENCE)).expect("a timeout");
+        let address = stream.peer_addr().expect("a connected stream");
         Client {
             stream: BufReader::new(stream),
             address,
@@ -386,6 +391,20 @@ impl ConfigFile {
     pub fn write(&self, text: &str) {
         let next = self.dir.join("gateway.toml.next");
         std::fs::write(&next, text).expect("the file is written");
+        std::fs::rename(&next, &self.path).expect("the file is replaced");
+    }
+
+    /// Replaces the file's text with one of the same length, under the old modification time:
+    /// a change that the gateway's poll does not see, so that only SIGHUP reloads it.
+    pub fn write_unseen(&self, text: &str) {
+        let old = std::fs::metadata(&self.path).expect("the file exists");
+        assert_eq!(old.len(), text.len() as u64, "the same length");
+        let next = self.dir.join("gateway.toml.next");
+        std::fs::write(&next, text).expect("the file is written");
+        let file = std::fs::File::options().write(true).open(&next).expect("opened");
+        file.set_modified(old.modified().expect("a modification time"))
+            .expect("the time is set");
+        drop(file);
         std::fs::rename(&next, &self.path).expect("the file is replaced");
     }
 
