@@ -76,7 +76,7 @@ pub(crate) fn read(path: &Path, flags: &Flags) -> Result<(Settings, String), Str
 
 /// The settings `text` describes, with `flags` winning over it.
 pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
-    let file: File = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+    let file: File = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
     let listen = match (flags.listen, &file.listen) {
         (Some(listen), _) => listen,
         (None, Some(text)) => forms::listen(text).map_err(|e| format!("listen: {e}"))?,
@@ -141,6 +141,18 @@ pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
             fields,
         }),
     })
+}
+
+/// A TOML error on one line (the parser's own spans several, with a picture): where, and why.
+fn toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim_end().replace('\n', " ");
+    let Some(at) = error.span().map(|span| span.start.min(text.len())) else {
+        return message;
+    };
+    let before = text.get(..at).unwrap_or_default();
+    let line = before.matches('\n').count() + 1;
+    let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
+    format!("line {line}, column {column}: {message}")
 }
 
 /// The file's `[table]` or `[redis]`, if either.

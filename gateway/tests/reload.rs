@@ -80,7 +80,7 @@ fn a_broken_file_keeps_the_running_configuration_and_says_why() {
         "{line}"
     );
     assert!(line.contains(file.arg()), "{line}");
-    assert!(line.contains("TOML parse error at line 7"), "{line}");
+    assert!(line.contains("gateway.toml: line 7, column "), "{line}");
 
     let response = gateway.get("/steady", &[]);
     assert_eq!(response.header("ratelimit-policy"), Some("\"steady\";q=3;w=60"));

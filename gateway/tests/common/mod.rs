@@ -422,3 +422,70 @@ impl Drop for ConfigFile {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A `redis-server` on a free loopback port, without persistence, killed when dropped.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts one (`TOLLGATE_REDIS_SERVER`, or `redis-server` on `PATH`) and waits until it
+    /// answers `PING`. A missing server is a failure, not a skip.
+    pub fn start() -> RedisServer {
+        let port = free_port();
+        let binary = std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let child = Command::new(&binary)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("{binary} does not start: {error}"));
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + PATIENCE;
+        while !server.answers() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {port} did not answer PING"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let mut reply = [0; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port free now (nothing listens on it once this returns).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("bound").port()
+}
