@@ -37,7 +37,7 @@ pub(crate) fn route_words(route: &RouteSettings) -> String {
     let requests = match (&route.method, &route.path) {
         (None, None) => "every request".to_owned(),
         (Some(method), None) => format!("{method} on every path"),
-        (None, Some(path)) => format!("{path}"),
+        (None, Some(path)) => path.clone(),
         (Some(method), Some(path)) => format!("{method} {path}"),
     };
     let waits = route.max_delay.map_or(String::new(), |max| {

@@ -65,7 +65,7 @@ impl Gateway {
     pub fn start(args: &[&str]) -> Gateway {
         let mut command = Command::new(BINARY);
         command.args(args);
-        if !args.iter().any(|arg| *arg == "--listen") {
+        if !args.contains(&"--listen") {
             command.args(["--listen", "127.0.0.1:0"]);
         }
         let mut child = command
