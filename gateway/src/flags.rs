@@ -219,9 +219,17 @@ impl Flags {
     }
 
     /// The quick start: one route for every request, from the flags alone (checked).
-    pub(crate) fn quick_start(&self) -> Settings {
-        let limits = (!self.no_limit).then(|| {
+    pub(crate) fn quick_start(&self) -> Result<Settings, String> {
+        let limits = if self.no_limit {
+            None
+        } else {
             let algorithm = self.algorithm.unwrap_or(AlgorithmChoice::Token);
+            let quota = match self.quota {
+                Some(quota) => quota,
+                None => algorithm
+                    .default_quota()
+                    .map_err(|e| format!("the {algorithm}'s default quota: {e}"))?,
+            };
             let route = RouteSettings {
                 name: RouteSettings::QUICK_START_NAME.to_owned(),
                 path: None,
@@ -229,24 +237,24 @@ impl Flags {
                 key: self.key.clone().unwrap_or(KeyChoice::Peer),
                 ipv6_prefix: self.ipv6_prefix.unwrap_or(RouteSettings::DEFAULT_IPV6_PREFIX),
                 algorithm,
-                quota: self.quota.unwrap_or_else(|| algorithm.default_quota()),
+                quota,
                 max_delay: self.max_delay,
             };
-            Limits {
+            Some(Limits {
                 routes: vec![route],
                 store: self.store(None),
                 fields: self.fields(FieldSettings {
                     legacy: false,
                     on_admitted: true,
                 }),
-            }
-        });
-        Settings {
+            })
+        };
+        Ok(Settings {
             listen: self.listen.unwrap_or_else(default_listen),
             upstream: self.upstream.clone(),
             metrics: self.metrics,
             limits,
-        }
+        })
     }
 
     /// The store the flags ask for, over the file's (`None`: no file, or none in it).
@@ -445,7 +453,7 @@ mod tests {
     fn each_algorithm_gets_a_default_quota_it_accepts() {
         for algorithm in ["token", "leaky", "fixed", "sliding", "log"] {
             let flags = parse(&["--algorithm", algorithm]).map_err(|e| format!("{algorithm}: {e}"));
-            let settings = flags.map(|flags| flags.quick_start());
+            let settings = flags.and_then(|flags| flags.quick_start());
             let route = settings
                 .as_ref()
                 .ok()

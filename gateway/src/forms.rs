@@ -75,13 +75,11 @@ pub(crate) enum AlgorithmChoice {
 impl AlgorithmChoice {
     /// The quota a key gets when none is given: one the algorithm accepts (a burst only for
     /// the buckets, the windows having none).
-    pub(crate) fn default_quota(self) -> Quota {
-        let quota = Quota::per_second(5).expect("5/s is a quota");
+    pub(crate) fn default_quota(self) -> Result<Quota, QuotaError> {
+        let quota = Quota::per_second(5)?;
         match self {
-            AlgorithmChoice::Token | AlgorithmChoice::Leaky => {
-                quota.with_burst(10).expect("a burst of 10 at 5/s fits")
-            }
-            AlgorithmChoice::Fixed | AlgorithmChoice::Sliding | AlgorithmChoice::Log => quota,
+            AlgorithmChoice::Token | AlgorithmChoice::Leaky => quota.with_burst(10),
+            AlgorithmChoice::Fixed | AlgorithmChoice::Sliding | AlgorithmChoice::Log => Ok(quota),
         }
     }
 }

@@ -55,7 +55,7 @@ async fn run(flags: Flags) -> Result<(), String> {
             let (settings, text) = file::read(path, &flags)?;
             (settings, Some((path.clone(), text)))
         }
-        None => (flags.quick_start(), None),
+        None => (flags.quick_start()?, None),
     };
     // The recorder first: each route registers its series when it is built.
     let metrics = match settings.metrics {
