@@ -92,9 +92,9 @@ mod tests {
     fn connection_and_the_fields_it_names_are_removed() {
         let mut headers = HeaderMap::new();
         for (name, value) in [
-            ("connection", "keep-alive, x-session-hop"),
+            ("connection", "keep-alive, x-private-hop"),
             ("connection", "close"),
-            ("x-session-hop", "1"),
+            ("x-private-hop", "1"),
             ("keep-alive", "timeout=5"),
             ("proxy-authorization", "Basic eA=="),
             ("te", "trailers"),

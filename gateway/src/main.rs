@@ -7,7 +7,7 @@
 //! ```
 //!
 //! `--help` lists the flags; `docs/gateway.md` describes the configuration file and walks
-//! through a session.
+//! through a run.
 
 mod counters;
 mod file;
