@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load test of the rate-limit layer: the gateway example's built-in upstream, with and without
+# Load test of the rate-limit layer: tollgate-gateway's built-in upstream, with and without
 # the layer, driven by wrk with 1,000 distinct client keys (the x-api-key header).
 #
 #   benches/gateway_load.sh            # 3 alternating rounds of 10 s each, then medians and ratios
@@ -24,8 +24,8 @@ if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y wrk; else sudo apt-get update && sudo apt-get install -y wrk; fi
 fi
 
-cargo build --release --features tower --example gateway
-gateway="${CARGO_TARGET_DIR:-target}/release/examples/gateway"
+cargo build --release -p tollgate-gateway
+gateway="${CARGO_TARGET_DIR:-target}/release/tollgate-gateway"
 
 lua=$(mktemp --suffix=.lua)
 trap 'rm -f "$lua"' EXIT
@@ -84,7 +84,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "wrk: 1 thread, $CONNECTIONS connections, $DURATION per run, $KEYS keys; quota $QUOTA (token bucket)"
 # Each round runs the three gateways back to back, so they share the machine's conditions: no
-# layer, the layer as the gateway example configures it (RateLimit fields on every response), and
+# layer, the layer as the gateway configures it by default (RateLimit fields on every response), and
 # the layer as the library configures it by default (fields on refusals only). The cost is the
 # median of the per-round ratios to the gateway without the layer.
 limited_flags=(--key header:x-api-key --quota "$QUOTA" --capacity 100000)

@@ -18,6 +18,8 @@ use hyper_util::rt::TokioExecutor;
 use tollgate::middleware::PeerAddr;
 use tower::Service;
 
+use crate::forwarding;
+
 /// The body of an upstream answer: the built-in one, or the real upstream's.
 pub(crate) type UpstreamBody = Either<Full<Bytes>, Incoming>;
 
@@ -78,6 +80,8 @@ async fn forward(proxy: Arc<Proxy>, request: Request<Incoming>) -> Answer {
     let Ok(uri) = Uri::from_parts(target) else {
         return Ok(bad_gateway("bad upstream URI"));
     };
+    let asked = forwarding::asked_host(&head.headers, head.uri.authority().map(|a| a.as_str()));
+    forwarding::strip_hop_by_hop(&mut head.headers);
     if let Some(authority) = uri
         .authority()
         .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
@@ -86,16 +90,17 @@ async fn forward(proxy: Arc<Proxy>, request: Request<Incoming>) -> Answer {
     }
     // Tell the upstream who the client was (appending: earlier entries are kept).
     if let Some(PeerAddr(peer)) = head.extensions.get::<PeerAddr>() {
-        if let Ok(value) = HeaderValue::from_str(&peer.ip().to_string()) {
-            head.headers.append("x-forwarded-for", value);
-        }
+        forwarding::add_forwarding(&mut head.headers, *peer, asked.as_deref());
     }
     head.uri = uri;
     // The upstream client speaks HTTP/1.1 and refuses a request marked HTTP/2 (one that came in
     // over HTTP/2): forward it as HTTP/1.1.
     head.version = Version::HTTP_11;
     match proxy.client.request(Request::from_parts(head, body)).await {
-        Ok(response) => Ok(response.map(Either::Right)),
+        Ok(mut response) => {
+            forwarding::strip_hop_by_hop(response.headers_mut());
+            Ok(response.map(Either::Right))
+        }
         Err(error) => Ok(bad_gateway(&format!("upstream: {error}"))),
     }
 }

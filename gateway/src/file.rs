@@ -1,0 +1,365 @@
+//! The configuration file (TOML): its schema, and how it becomes [`Settings`] under the flags
+//! that win over it. `gateway/gateway.toml` is a commented sample; `docs/gateway.md` describes
+//! every field.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::flags::{default_listen, Flags};
+use crate::forms::{self, AlgorithmChoice, KeyChoice, RedisAwayChoice, WhenFullChoice};
+use crate::settings::{FieldSettings, Limits, RouteSettings, Settings, Store};
+use crate::trust::trusts_everyone;
+
+/// The whole file. Unknown fields are errors: a misspelt option would otherwise be ignored.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    listen: Option<String>,
+    upstream: Option<String>,
+    metrics: Option<String>,
+    #[serde(default)]
+    trust_any_forwarder: bool,
+    table: Option<TableSection>,
+    redis: Option<RedisSection>,
+    fields: Option<FieldsSection>,
+    #[serde(default, rename = "route")]
+    routes: Vec<RouteSection>,
+}
+
+/// `[table]`: the keys each route keeps in this process.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableSection {
+    capacity: Option<i64>,
+    when_full: Option<WhenFullChoice>,
+}
+
+/// `[redis]`: the keys kept in Redis instead, shared by every gateway on it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedisSection {
+    url: String,
+    when_away: Option<RedisAwayChoice>,
+}
+
+/// `[fields]`: the `RateLimit` fields responses carry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldsSection {
+    legacy: Option<bool>,
+    on_admitted: Option<bool>,
+}
+
+/// One `[[route]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteSection {
+    name: String,
+    path: Option<String>,
+    method: Option<String>,
+    key: Option<String>,
+    ipv6_prefix: Option<i64>,
+    algorithm: Option<AlgorithmChoice>,
+    quota: String,
+    max_delay_ms: Option<i64>,
+}
+
+/// Reads the file at `path` under `flags`: the settings, or what to fix, naming the file and
+/// the field.
+pub(crate) fn read(path: &Path, flags: &Flags) -> Result<(Settings, String), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let settings = settings(&text, flags).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((settings, text))
+}
+
+/// The settings `text` describes, with `flags` winning over it.
+pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
+    let file: File = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    let listen = match (flags.listen, &file.listen) {
+        (Some(listen), _) => listen,
+        (None, Some(text)) => forms::listen(text).map_err(|e| format!("listen: {e}"))?,
+        (None, None) => default_listen(),
+    };
+    let upstream = match (&flags.upstream, &file.upstream) {
+        (Some(upstream), _) => Some(upstream.clone()),
+        (None, Some(text)) => Some(forms::upstream(text).map_err(|e| format!("upstream: {e}"))?),
+        (None, None) => None,
+    };
+    let metrics = match (flags.metrics, &file.metrics) {
+        (Some(metrics), _) => Some(metrics),
+        (None, Some(text)) => Some(forms::listen(text).map_err(|e| format!("metrics: {e}"))?),
+        (None, None) => None,
+    };
+    let store = flags.store(file_store(&file)?);
+    if let (Store::Redis { .. }, Some(option)) = (&store, flags.table_option()) {
+        return Err(format!(
+            "{option}: the keys live in Redis ([redis] or --redis), not in a table of the gateway"
+        ));
+    }
+    if let (Store::Redis { .. }, Some(_)) = (&store, &file.table) {
+        return Err(
+            "[table]: with --redis the keys live in Redis, not in a table of the gateway; remove [table]"
+                .to_owned(),
+        );
+    }
+    if let (Store::Table { .. }, Some(_)) = (&store, flags.when_redis_away) {
+        return Err("--when-redis-away: only with Redis ([redis] in the file, or --redis)".to_owned());
+    }
+    let fields = flags.fields(FieldSettings {
+        legacy: file.fields.as_ref().and_then(|f| f.legacy).unwrap_or(false),
+        on_admitted: file.fields.as_ref().and_then(|f| f.on_admitted).unwrap_or(true),
+    });
+    if file.routes.is_empty() {
+        return Err(
+            "no [[route]]: every request would pass unlimited; add one (see gateway/gateway.toml), \
+                    or run with --no-limit"
+                .to_owned(),
+        );
+    }
+    let trust_any = file.trust_any_forwarder || flags.trust_any_forwarder;
+    let mut names = HashSet::new();
+    let mut routes = Vec::with_capacity(file.routes.len());
+    for section in &file.routes {
+        let route = route(section, trust_any).map_err(|e| format!("route `{}`: {e}", section.name))?;
+        if !names.insert(route.name.clone()) {
+            return Err(format!(
+                "route `{}` is named twice; each route needs its own name",
+                route.name
+            ));
+        }
+        routes.push(route);
+    }
+    Ok(Settings {
+        listen,
+        upstream,
+        metrics,
+        limits: Some(Limits {
+            routes,
+            store,
+            fields,
+        }),
+    })
+}
+
+/// A TOML error on one line (the parser's own spans several, with a picture): where, and why.
+fn toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim_end().replace('\n', " ");
+    let Some(at) = error.span().map(|span| span.start.min(text.len())) else {
+        return message;
+    };
+    let before = text.get(..at).unwrap_or_default();
+    let line = before.matches('\n').count() + 1;
+    let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
+    format!("line {line}, column {column}: {message}")
+}
+
+/// The file's `[table]` or `[redis]`, if either.
+fn file_store(file: &File) -> Result<Option<Store>, String> {
+    match (&file.table, &file.redis) {
+        (Some(_), Some(_)) => Err(
+            "[table] and [redis]: keys live in one or the other; remove [table] \
+                                   (with Redis the keys live in Redis)"
+                .to_owned(),
+        ),
+        (Some(table), None) => Ok(Some(Store::Table {
+            capacity: match table.capacity {
+                Some(keys) => {
+                    forms::capacity(&keys.to_string()).map_err(|e| format!("table.capacity: {e}"))?
+                }
+                None => Store::DEFAULT_CAPACITY,
+            },
+            when_full: table.when_full.unwrap_or(WhenFullChoice::Refuse),
+        })),
+        (None, Some(redis)) => Ok(Some(Store::Redis {
+            url: forms::redis_url(&redis.url).map_err(|e| format!("redis.url: {e}"))?,
+            when_away: redis.when_away.unwrap_or(RedisAwayChoice::Refuse),
+        })),
+        (None, None) => Ok(None),
+    }
+}
+
+/// One route, checked: every field in its form, nothing that would be ignored.
+fn route(section: &RouteSection, trust_any: bool) -> Result<RouteSettings, String> {
+    let name = forms::route_name(&section.name).map_err(|e| format!("name: {e}"))?;
+    let path = section
+        .path
+        .as_deref()
+        .map(forms::path_prefix)
+        .transpose()
+        .map_err(|e| format!("path: {e}"))?;
+    let method = section
+        .method
+        .as_deref()
+        .map(forms::method)
+        .transpose()
+        .map_err(|e| format!("method: {e}"))?;
+    let key = match &section.key {
+        Some(text) => forms::key(text).map_err(|e| format!("key: {e}"))?,
+        None => KeyChoice::Peer,
+    };
+    if let (KeyChoice::ClientIp { extractor, .. }, false) = (&key, trust_any) {
+        if let Some(family) = trusts_everyone(extractor.trusted()) {
+            return Err(format!(
+                "key: its trusted ranges hold every public {family} address, so any client could pick its own key \
+                 by writing the forwarding header; trust only your proxies (e.g. key = \"xff:10.0.0.0/8\"), \
+                 or set trust_any_forwarder = true if every connection comes through them"
+            ));
+        }
+    }
+    let ipv6_prefix = match section.ipv6_prefix {
+        Some(_) if matches!(key, KeyChoice::Header(_)) => {
+            return Err(
+                "ipv6_prefix: only an IP key (peer, xff:..., forwarded:...) has an address to cut".to_owned(),
+            )
+        }
+        Some(bits) => forms::ipv6_prefix(&bits.to_string()).map_err(|e| format!("ipv6_prefix: {e}"))?,
+        None => RouteSettings::DEFAULT_IPV6_PREFIX,
+    };
+    let algorithm = section.algorithm.unwrap_or(AlgorithmChoice::Token);
+    let quota = forms::quota(&section.quota).map_err(|e| format!("quota: {e}"))?;
+    algorithm
+        .accepts(quota)
+        .map_err(|e| format!("quota `{quota}`: {e}"))?;
+    let max_delay = match section.max_delay_ms {
+        Some(_) if algorithm != AlgorithmChoice::Leaky => {
+            return Err(format!(
+                "max_delay_ms: only the leaky bucket (algorithm = \"leaky\") makes requests wait; the {algorithm} never does"
+            ))
+        }
+        Some(ms) => Some(forms::max_delay_ms(&ms.to_string()).map_err(|e| format!("max_delay_ms: {e}"))?),
+        None => None,
+    };
+    Ok(RouteSettings {
+        name,
+        path,
+        method,
+        key,
+        ipv6_prefix,
+        algorithm,
+        quota,
+        max_delay,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn flags(args: &[&str]) -> Flags {
+        Flags::try_parse_from(std::iter::once("tollgate-gateway").chain(args.iter().copied()))
+            .unwrap_or_else(|error| panic!("{args:?}: {error}"))
+    }
+
+    fn error(text: &str) -> String {
+        settings(text, &flags(&[])).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_sample_file_reads() {
+        let sample = settings(include_str!("../gateway.toml"), &flags(&[]));
+        let limits = sample.as_ref().ok().and_then(|s| s.limits.as_ref());
+        let names: Vec<&str> = limits.map_or(vec![], |l| l.routes.iter().map(|r| r.name.as_str()).collect());
+        assert_eq!(names, ["login", "api", "default"]);
+        assert_eq!(
+            limits.map(|l| l.store.clone()),
+            Some(Store::Table {
+                capacity: 100_000,
+                when_full: WhenFullChoice::Refuse
+            })
+        );
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let text =
+            "listen = \"127.0.0.1:1\"\n[table]\ncapacity = 5\n[[route]]\nname = \"a\"\nquota = \"1/s\"\n";
+        let given = flags(&[
+            "--listen",
+            "127.0.0.1:2",
+            "--capacity",
+            "7",
+            "--no-admitted-fields",
+        ]);
+        let read = settings(text, &given).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read.listen.port(), 2);
+        let limits = read.limits.unwrap_or_else(|| panic!("limits"));
+        assert_eq!(
+            limits.store,
+            Store::Table {
+                capacity: 7,
+                when_full: WhenFullChoice::Refuse
+            }
+        );
+        assert!(!limits.fields.on_admitted);
+        let redis = flags(&["--redis", "redis://127.0.0.1:1/", "--capacity", "7"]);
+        let refused = settings(text, &redis).err().unwrap_or_default();
+        assert!(
+            refused.starts_with("--capacity: the keys live in Redis"),
+            "{refused}"
+        );
+        let refused = settings(text, &flags(&["--redis", "redis://127.0.0.1:1/"])).err();
+        let refused = refused.unwrap_or_default();
+        assert!(
+            refused.starts_with("[table]: with --redis the keys live in Redis"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let route = |extra: &str| format!("[[route]]\nname = \"r\"\nquota = \"1/s\"\n{extra}\n");
+        for (text, says) in [
+            (route("colour = \"red\""), "unknown field `colour`"),
+            (
+                route("path = \"login\""),
+                "route `r`: path: `login` is not a path prefix; expected one starting with /",
+            ),
+            (
+                route("method = \"post\""),
+                "route `r`: method: `post` is not a method; expected upper-case",
+            ),
+            (route("key = \"xff:0.0.0.0/0\""), "set trust_any_forwarder = true"),
+            (
+                route("key = \"header:x-api-key\"\nipv6_prefix = 56"),
+                "ipv6_prefix: only an IP key",
+            ),
+            (route("max_delay_ms = 10"), "max_delay_ms: only the leaky bucket"),
+            (
+                route("algorithm = \"sliding\"\nquota = \"1/s burst 2\""),
+                "duplicate key",
+            ),
+            (format!("{}{}", route(""), route("")), "route `r` is named twice"),
+            (
+                "[table]\ncapacity = 0\n[[route]]\nname = \"r\"\nquota = \"1/s\"\n".to_owned(),
+                "table.capacity: the key table needs room",
+            ),
+            (
+                "[table]\n[redis]\nurl = \"redis://127.0.0.1/\"\n".to_owned(),
+                "[table] and [redis]",
+            ),
+            (
+                "listen = \"8080\"\n".to_owned(),
+                "listen: `8080` is not an address and port",
+            ),
+            (String::new(), "no [[route]]"),
+            (
+                route("").replace("name = \"r\"", "name = \"a b\""),
+                "name: `a b` is not a route name",
+            ),
+        ] {
+            let message = error(&text);
+            assert!(message.contains(says), "{text}: {message}");
+        }
+        let burst = "[[route]]\nname = \"r\"\nalgorithm = \"sliding\"\nquota = \"1/s burst 2\"\n";
+        assert!(
+            error(burst).contains("route `r`: quota `1/s burst 2`: the sliding window counter has no burst")
+        );
+        let trusting =
+            "trust_any_forwarder = true\n[[route]]\nname = \"r\"\nquota = \"1/s\"\nkey = \"xff:::/0\"\n";
+        assert!(settings(trusting, &flags(&[])).is_ok());
+    }
+}

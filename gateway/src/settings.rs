@@ -1,0 +1,142 @@
+//! What the gateway runs with, once the flags and the file are read and checked: the one shape
+//! both the quick start (flags alone) and the configuration file become.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{Method, Uri};
+use tollgate::middleware::RouteFilter;
+use tollgate::Quota;
+
+use crate::forms::{AlgorithmChoice, KeyChoice, KeyKind, RedisAwayChoice, WhenFullChoice};
+
+/// Where to listen, where to forward, and the limits.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) listen: SocketAddr,
+    /// `None`: the built-in upstream answering `hello`.
+    pub(crate) upstream: Option<Uri>,
+    /// Where `/metrics` is served, if anywhere.
+    pub(crate) metrics: Option<SocketAddr>,
+    /// `None`: no rate limiter (`--no-limit`).
+    pub(crate) limits: Option<Limits>,
+}
+
+/// The routes, where their keys are counted, and the fields written on responses.
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    /// In order: a request is limited by the first route it matches; one matching none is
+    /// forwarded unlimited.
+    pub(crate) routes: Vec<RouteSettings>,
+    pub(crate) store: Store,
+    pub(crate) fields: FieldSettings,
+}
+
+/// Where each route counts its keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Store {
+    /// A table in this process, per route, of `capacity` keys.
+    Table {
+        capacity: usize,
+        when_full: WhenFullChoice,
+    },
+    /// Redis, shared by every gateway with the same URL and route.
+    Redis { url: String, when_away: RedisAwayChoice },
+}
+
+impl Store {
+    /// The quick start's table: 100,000 keys, new ones refused when full.
+    pub(crate) const DEFAULT_CAPACITY: usize = 100_000;
+}
+
+/// Which `RateLimit` fields responses carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FieldSettings {
+    /// `X-RateLimit-Limit/Remaining/Reset` beside the IETF fields.
+    pub(crate) legacy: bool,
+    /// The fields on admitted responses too, not only on refusals.
+    pub(crate) on_admitted: bool,
+}
+
+/// One route: which requests, keyed how, limited how.
+#[derive(Clone, Debug)]
+pub(crate) struct RouteSettings {
+    /// The policy's name in the `RateLimit` fields, and the route's in metrics and logs.
+    pub(crate) name: String,
+    /// A path prefix (whole segments); `None`: every path.
+    pub(crate) path: Option<String>,
+    /// `None`: every method.
+    pub(crate) method: Option<Method>,
+    pub(crate) key: KeyChoice,
+    /// An IPv6 client is keyed by its first this many bits (IP keys only).
+    pub(crate) ipv6_prefix: u8,
+    pub(crate) algorithm: AlgorithmChoice,
+    pub(crate) quota: Quota,
+    /// The leaky bucket's longest wait for a slot.
+    pub(crate) max_delay: Option<Duration>,
+}
+
+impl RouteSettings {
+    /// The quick start's route: every request, under the policy name `default`.
+    pub(crate) const QUICK_START_NAME: &'static str = "default";
+
+    /// The IPv6 prefix of the quick start and of a route that names none.
+    pub(crate) const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+    /// The requests this route limits.
+    pub(crate) fn filter(&self) -> RouteFilter {
+        let path = RouteFilter::path_prefix(self.path.clone().unwrap_or_default());
+        match &self.method {
+            Some(method) => RouteFilter::method(method.clone()).and(path),
+            None => path,
+        }
+    }
+
+    /// What decides whether a limiter can be kept across a reload.
+    pub(crate) fn limiter_spec(&self, store: &Store) -> LimiterSpec {
+        LimiterSpec {
+            algorithm: self.algorithm,
+            quota: self.quota,
+            key: self.key.kind(),
+            store: store.clone(),
+        }
+    }
+}
+
+/// A limiter's policy: what it counts and how. Two routes (one before a reload, one after) of
+/// the same name and equal specs can share one limiter, and so its counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LimiterSpec {
+    pub(crate) algorithm: AlgorithmChoice,
+    pub(crate) quota: Quota,
+    pub(crate) key: KeyKind,
+    pub(crate) store: Store,
+}
+
+/// How a route's limiter changes from one configuration to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LimiterChange {
+    /// The same policy: keep the limiter, and its counters.
+    Same,
+    /// Only the quota differs.
+    Quota,
+    /// Another algorithm, key type or store: a new limiter.
+    Other,
+}
+
+impl LimiterSpec {
+    /// How `self` differs from `next`.
+    pub(crate) fn change_to(&self, next: &LimiterSpec) -> LimiterChange {
+        let with_next_quota = LimiterSpec {
+            quota: next.quota,
+            ..self.clone()
+        };
+        if self == next {
+            LimiterChange::Same
+        } else if with_next_quota == *next {
+            LimiterChange::Quota
+        } else {
+            LimiterChange::Other
+        }
+    }
+}

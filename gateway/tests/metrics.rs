@@ -1,0 +1,122 @@
+//! `/metrics` scraped over HTTP after a known sequence of requests and a reload, in the
+//! Prometheus text format.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{Client, ConfigFile, Gateway, PATIENCE};
+
+const CONFIG: &str = r#"
+metrics = "127.0.0.1:0"
+
+[[route]]
+name = "api"
+path = "/api"
+key = "header:x-api-key"
+quota = "2/min"
+"#;
+
+/// Every sample of a scrape, by series (`name{labels}`), with the comment lines checked.
+fn scrape(address: SocketAddr) -> BTreeMap<String, f64> {
+    let response = Client::connect(address).send("GET", "/metrics", &[]);
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = String::from_utf8(response.body).expect("UTF-8");
+    let mut samples = BTreeMap::new();
+    for line in text.lines().filter(|line| !line.is_empty()) {
+        if let Some(comment) = line.strip_prefix("# ") {
+            assert!(
+                comment.starts_with("HELP tollgate_gateway_")
+                    || comment.starts_with("TYPE tollgate_gateway_"),
+                "{line}"
+            );
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a value: {line}"));
+        samples.insert(series.to_owned(), value);
+    }
+    samples
+}
+
+#[test]
+fn requests_reloads_and_keys_are_scraped() {
+    let file = ConfigFile::new(CONFIG);
+    let gateway = Gateway::start(&["--config", file.arg()]);
+    let metrics = gateway.banner_line("metrics on http://").unwrap_or_default();
+    let metrics: SocketAddr = metrics
+        .trim_start_matches("metrics on http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .expect("the banner's metrics address");
+
+    let statuses: Vec<u16> = [
+        ("/api", Some("alice")),
+        ("/api", Some("alice")),
+        ("/api", Some("alice")),
+        ("/api", None),
+        ("/open", None),
+        ("/open", None),
+    ]
+    .into_iter()
+    .map(|(path, key)| {
+        let headers: Vec<(&str, &str)> = key.map(|key| ("x-api-key", key)).into_iter().collect();
+        gateway.get(path, &headers).status
+    })
+    .collect();
+    assert_eq!(statuses, [200, 200, 429, 400, 200, 200]);
+    file.write_unseen(CONFIG);
+    gateway.signal("HUP");
+    assert!(gateway
+        .wait_for(|line| line.text.starts_with("reload (SIGHUP): "))
+        .is_some());
+
+    // The keys gauge is sampled once a second.
+    let deadline = Instant::now() + PATIENCE;
+    let samples = loop {
+        let samples = scrape(metrics);
+        if samples.get("tollgate_gateway_keys{route=\"api\"}") == Some(&1.0) || Instant::now() > deadline {
+            break samples;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let expected: BTreeMap<String, f64> = [
+        (
+            "tollgate_gateway_requests_total{route=\"api\",outcome=\"admitted\"}",
+            2.0,
+        ),
+        (
+            "tollgate_gateway_requests_total{route=\"api\",outcome=\"refused\"}",
+            1.0,
+        ),
+        (
+            "tollgate_gateway_requests_total{route=\"api\",outcome=\"unavailable\"}",
+            0.0,
+        ),
+        (
+            "tollgate_gateway_requests_total{route=\"api\",outcome=\"no_key\"}",
+            1.0,
+        ),
+        (
+            "tollgate_gateway_requests_total{route=\"(none)\",outcome=\"unlimited\"}",
+            2.0,
+        ),
+        ("tollgate_gateway_reloads_total{result=\"applied\"}", 1.0),
+        ("tollgate_gateway_keys{route=\"api\"}", 1.0),
+    ]
+    .into_iter()
+    .map(|(series, value)| (series.to_owned(), value))
+    .collect();
+    assert_eq!(samples, expected);
+
+    let other = Client::connect(metrics).send("GET", "/", &[]);
+    assert_eq!(other.status, 404);
+}
