@@ -35,6 +35,11 @@
 //! are in `docs/distributed.md`.
 
 mod algorithm;
+mod breakers;
+mod builder;
+mod cause;
+mod classify;
+mod connection;
 mod error;
 #[cfg(feature = "tower")]
 mod layer;
@@ -46,13 +51,15 @@ mod refund;
 mod refund_queue;
 mod reply;
 mod reset;
+mod script;
 mod time;
+mod verify;
 
 pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};
+pub use builder::RedisLimiterBuilder;
+pub use cause::RedisFailureCause;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
-pub use limiter::{
-    RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,
-};
+pub use limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
 pub use redacted::redacted_url;
 pub use time::TimeSource;

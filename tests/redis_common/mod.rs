@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod cluster;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -34,6 +36,16 @@ impl RedisServer {
     /// Starts a server with `extra` arguments (`--cluster-enabled yes`, ...) after the common
     /// ones, and waits until it answers.
     pub(crate) fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(free_port, extra)
+    }
+
+    /// Starts a node of a Redis Cluster: as [`start_with`](Self::start_with), on a port whose
+    /// cluster bus port (`port + 10000`) is free too.
+    pub(crate) fn start_cluster_node(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(cluster::free_cluster_port, extra)
+    }
+
+    fn start_on(free_port: fn() -> u16, extra: &[&str]) -> RedisServer {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -60,6 +72,31 @@ impl RedisServer {
     /// The loopback port it listens on.
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether the process is running (not killed by the test).
+    pub(crate) fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server and removes its directory when this test process exits, however it
+    /// exits: for a server in a `static`, which is never dropped. A `sh` waits for this process
+    /// to end, polling every 0.2 s.
+    pub(crate) fn kill_at_exit(&self) {
+        let Some(child) = &self.child else {
+            return;
+        };
+        let watch = "while kill -0 \"$1\" 2>/dev/null; do sleep 0.2; done; kill -9 \"$2\"; rm -rf \"$3\"";
+        Command::new("sh")
+            .args(["-c", watch, "kill-at-exit"])
+            .arg(std::process::id().to_string())
+            .arg(child.id().to_string())
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh, to kill the shared servers at exit");
     }
 
     /// Kills the server (SIGKILL), as a crash would.
@@ -144,8 +181,11 @@ fn ping(port: u16) -> bool {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    // A server started with `--requirepass` answers `-NOAUTH Authentication required.`: up.
     let mut reply = [0; 7];
-    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }
 
 /// A limiter on `server` deciding on the caller's `clock` (client-time mode), with its keys under
