@@ -10,7 +10,8 @@ mod redis_common;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
+use redis_common::cluster::RedisCluster;
+use redis_common::{client_time_limiter, raw_connection, Backend, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisLimiter,
 };
@@ -136,11 +137,20 @@ fn scenarios() -> Vec<Scenario> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn refunds_answer_as_the_local_limiters() {
-    let server = RedisServer::start();
+    refunds_of_the_table_answer_as_the_local_limiters(&RedisServer::start()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_cluster_refunds_answer_as_the_local_limiters() {
+    refunds_of_the_table_answer_as_the_local_limiters(RedisCluster::shared()).await;
+}
+
+/// Every scenario of the table, each on its own key, on `server`.
+async fn refunds_of_the_table_answer_as_the_local_limiters(server: &impl Backend) {
     let clock = ManualClock::new();
     let mut refunds = 0;
     for (number, (name, local, algorithm, steps)) in scenarios().into_iter().enumerate() {
-        let remote = client_time_limiter(&server, algorithm, &clock, "refund:").await;
+        let remote = client_time_limiter(server, algorithm, &clock, "refund:").await;
         let key = number.to_string();
         for (index, step) in steps.into_iter().enumerate() {
             let (Step::Check { at, .. } | Step::Refund { at, .. }) = step;

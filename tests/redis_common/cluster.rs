@@ -122,6 +122,16 @@ impl RedisCluster {
             .collect()
     }
 
+    /// A cluster connection of its own, for writing keys behind the limiter's back and reading
+    /// them (every command routed to the master of its key's slot).
+    pub(crate) async fn raw_connection(&self) -> redis::cluster_async::ClusterConnection {
+        redis::cluster::ClusterClient::new(self.seeds())
+            .expect("a cluster client")
+            .get_async_connection()
+            .await
+            .expect("a cluster connection")
+    }
+
     /// The node processes, in the order they were started.
     pub(crate) fn servers(&self) -> &[RedisServer] {
         &self.nodes
@@ -164,6 +174,22 @@ impl RedisCluster {
             .find(|node| node.is_running())
             .expect("a running node");
         command(node.port(), &["CLUSTER", "KEYSLOT", key])
+    }
+
+    /// The slots of `keys`, as the cluster computes them, in one pipeline.
+    pub(crate) fn slots(&self, keys: &[String]) -> Vec<u16> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|node| node.is_running())
+            .expect("a running node");
+        let mut pipeline = redis::pipe();
+        for key in keys {
+            pipeline.cmd("CLUSTER").arg("KEYSLOT").arg(key);
+        }
+        pipeline
+            .query(&mut admin(node.port()).expect("a connection"))
+            .expect("CLUSTER KEYSLOT")
     }
 
     /// Kills the node on `port` (SIGKILL), as a crash would.

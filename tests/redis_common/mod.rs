@@ -1,5 +1,6 @@
 //! A real `redis-server` for the distributed limiter's tests and benchmark: started on a free
-//! loopback port with no persistence, waited for until it answers `PING`, killed on drop.
+//! loopback port with no persistence, waited for until it answers `PING`, killed on drop; and a
+//! real Redis Cluster of six of them (`cluster.rs`).
 //!
 //! A missing `redis-server` binary is a failure, never a skip: set `TOLLGATE_REDIS_SERVER` to
 //! its path when it is not on `PATH` (`.ci/run` installs it).
@@ -14,8 +15,26 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter, RedisLimiterBuilder};
 use tollgate::ManualClock;
+
+/// Where a test's limiters keep their state: one `redis-server`, or a Redis Cluster.
+pub(crate) trait Backend {
+    /// A builder of a limiter on this backend.
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder;
+}
+
+impl Backend for RedisServer {
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder {
+        RedisLimiter::builder(self.url(), algorithm, policy)
+    }
+}
+
+impl Backend for cluster::RedisCluster {
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder {
+        RedisLimiter::cluster_builder(self.seeds(), algorithm, policy)
+    }
+}
 
 /// A running `redis-server`, killed (and its directory removed) on drop.
 #[derive(Debug)]
@@ -188,11 +207,12 @@ fn ping(port: u16) -> bool {
         && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }
 
-/// A limiter on `server` deciding on the caller's `clock` (client-time mode), with its keys under
-/// `prefix` and a deadline no loaded machine reaches. It fails closed, so a decision that did not
-/// come from Redis is never mistaken for one that did (the tests also check `decided_by`).
+/// A limiter on `server` (one Redis, or a cluster) deciding on the caller's `clock` (client-time
+/// mode), with its keys under `prefix` and a deadline no loaded machine reaches. It fails closed,
+/// so a decision that did not come from Redis is never mistaken for one that did (the tests also
+/// check `decided_by`).
 pub(crate) async fn client_time_limiter(
-    server: &RedisServer,
+    server: &impl Backend,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
@@ -205,13 +225,14 @@ pub(crate) async fn client_time_limiter(
 
 /// [`client_time_limiter`] with another failure policy.
 pub(crate) async fn client_time_limiter_with(
-    server: &RedisServer,
+    server: &impl Backend,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
     policy: FailurePolicy,
 ) -> RedisLimiter {
-    RedisLimiter::builder(server.url(), algorithm, policy)
+    server
+        .limiter(algorithm.into(), policy)
         .client_time(clock.clone())
         .deadline(Duration::from_secs(5))
         .prefix(prefix)
