@@ -73,16 +73,16 @@ impl RedisCluster {
 
     /// Starts three masters and three replicas, joins them, and waits until the cluster is up.
     pub(crate) fn start() -> RedisCluster {
+        RedisCluster::start_with(&[])
+    }
+
+    /// [`start`](Self::start), each node with `extra` arguments too.
+    pub(crate) fn start_with(extra: &[&str]) -> RedisCluster {
         let timeout = NODE_TIMEOUT.as_millis().to_string();
+        let mut arguments = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", &timeout];
+        arguments.extend_from_slice(extra);
         let nodes: Vec<RedisServer> = (0..2 * MASTERS)
-            .map(|_| {
-                RedisServer::start_cluster_node(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-node-timeout",
-                    &timeout,
-                ])
-            })
+            .map(|_| RedisServer::start_cluster_node(&arguments))
             .collect();
         let cluster = RedisCluster { nodes };
         let cli = std::env::var("TOLLGATE_REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_owned());
