@@ -62,15 +62,16 @@ impl Connection {
     /// A connection to the cluster of `seeds`, made in the background from now on (the first
     /// decisions wait for it, or fail over to the policy).
     ///
-    /// Each try of a call waits at most `deadline` for its reply; a call that meets `MOVED` or
-    /// `ASK` follows it at once, and one that meets `TRYAGAIN` or `CLUSTERDOWN` (a slot
-    /// migrating, a failover) waits 1 ms, then up to 2, 4, ... ms, never more than
-    /// `deadline / 8`, for at most [`CLUSTER_RETRIES`] retries: at most three quarters of the
-    /// deadline asleep, so that a retry that can answer does so within it, and one that cannot
-    /// ends with its own error (its cause) rather than the deadline's. Connections to a node time
-    /// out after the deadline (at least 100 ms, at most [`CONNECT_TIMEOUT`]): the client connects
-    /// to the nodes of a new topology while it holds the topology, so a node that does not
-    /// answer holds every call for that long (redis-rs 1.2,
+    /// Each try of a call waits at most `deadline` for its reply, and the call as a whole too
+    /// (redis-rs's overall response timeout). A call that meets `MOVED` or `ASK` follows it at
+    /// once; one that meets `TRYAGAIN` or `CLUSTERDOWN` (a slot migrating, a failover) or loses
+    /// its node's connection tries again, up to [`CLUSTER_RETRIES`] times, after a wait drawn
+    /// between 1 ms and `2^retry * deadline / 100` (at least 2 ms), never more than a quarter of
+    /// the deadline: at most 1.3 deadlines asleep, about 0.65 on average, so that a retry that
+    /// can answer within the deadline gets the chance, and the deadline ends the call otherwise.
+    /// Connections to a node time out after the deadline (at least 100 ms, at most
+    /// [`CONNECT_TIMEOUT`]): the client connects to the nodes of a new topology while it holds
+    /// the topology, so a node that does not answer holds every call for that long (redis-rs 1.2,
     /// `cluster_handling/async_connection/mod.rs`, `refresh_slots`).
     pub(crate) fn cluster(seeds: &[String], deadline: Duration) -> RedisResult<Connection> {
         let deadline_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
@@ -78,9 +79,9 @@ impl Connection {
         let client = ClusterClient::builder(seeds.iter().map(String::as_str))
             .retries(CLUSTER_RETRIES)
             .min_retry_wait(1)
-            .max_retry_wait((deadline_ms / 8).max(2))
-            // Waits of `1 * 2^retry` ms (2, 4, 8...), jittered, between those bounds.
-            .retry_wait_formula(1, 2)
+            .max_retry_wait((deadline_ms / 4).max(2))
+            // Waits of up to `factor * 2^retry` ms, jittered, between those bounds.
+            .retry_wait_formula((deadline_ms / 100).max(1), 2)
             .connection_timeout(connect)
             .response_timeout(deadline)
             .overall_response_timeout(Some(deadline))
@@ -116,7 +117,7 @@ impl Connection {
 }
 
 /// Retries of a cluster call (see [`Connection::cluster`]).
-pub(crate) const CLUSTER_RETRIES: u32 = 6;
+pub(crate) const CLUSTER_RETRIES: u32 = 8;
 
 /// `EVALSHA`, then `EVAL` after a `NOSCRIPT`.
 async fn evaluate(
