@@ -284,3 +284,44 @@ async fn failover(extra: &[&str]) -> Measured {
             .collect(),
     }
 }
+
+/// A limiter built while every node of the cluster is down decides by its policy, saying why,
+/// and by Redis once the nodes are back (each restarted with its `nodes.conf`), with nothing
+/// rebuilt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_built_while_the_cluster_is_down_decides_once_it_is_back() {
+    let mut cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    for port in cluster.ports() {
+        cluster.kill(port);
+    }
+    let limiter = RedisLimiter::cluster_builder(
+        seeds,
+        TokenBucket::new("1/h burst 5".parse().unwrap()).unwrap(),
+        FailurePolicy::FailOpen,
+    )
+    .connect()
+    .await
+    .unwrap();
+    let answer = limiter.check("k").await.unwrap();
+    assert_eq!(answer.decided_by, DecidedBy::FailOpen, "{answer:?}");
+    assert!(answer.failure.is_some());
+    let error = limiter.verify().await.unwrap_err();
+    assert!(error.is_transient(), "{error:?}");
+    for port in cluster.ports() {
+        cluster.restart(port);
+    }
+    tokio::task::block_in_place(|| cluster.wait_until_ok(Duration::from_secs(30)));
+    let back = Instant::now();
+    let mut answer = limiter.check("k").await.unwrap();
+    while answer.decided_by != DecidedBy::Redis && back.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        answer = limiter.check("k").await.unwrap();
+    }
+    assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+    println!(
+        "a limiter built while the cluster was down decided by Redis {:?} after every node said ok",
+        back.elapsed()
+    );
+    assert_eq!(limiter.verify().await.map_err(|e| e.to_string()), Ok(()));
+}

@@ -8,13 +8,14 @@ use std::time::Duration;
 use redis::{Client, IntoConnectionInfo, RedisError};
 
 use super::breakers::Breakers;
-use super::connection::Connection;
+use super::connection::{ClusterError, Connection};
 use super::error::RedisConfigError;
 use super::limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 use super::policy::FailurePolicy;
 #[cfg(feature = "tower")]
 use super::refund_queue::RefundQueue;
 use super::time::TimeSource;
+use super::verify::node_name;
 use super::RedisAlgorithm;
 use crate::clock::Clock;
 
@@ -170,17 +171,20 @@ impl RedisLimiterBuilder {
         self
     }
 
-    /// Validates the configuration and sets up the connection. The connection is made lazily
-    /// (for a cluster, in the background from now on): a limiter built while Redis is down
-    /// answers by its failure policy until Redis is back. [`connect_checked`](Self::connect_checked)
-    /// also asks Redis once.
+    /// Validates the configuration and sets up the connection. The connection to one Redis is
+    /// made lazily; on a cluster, the seeds are asked for the topology once (waiting at most the
+    /// deadline, at least 100 ms, at most a second), and a seed that answers without cluster
+    /// support is refused ([`RedisConfigError::NotACluster`]). Either way a limiter built while
+    /// Redis is down answers by its failure policy until Redis is back.
+    /// [`connect_checked`](Self::connect_checked) also makes one decision's round trip.
     ///
     /// Must run inside the tokio runtime the limiter will decide in, built with its timer and
     /// IO drivers (`enable_all`): each decision waits for Redis under a tokio timer.
     ///
     /// # Errors
     /// [`RedisConfigError`]: an invalid URL or seed (a cluster seed with a database other than
-    /// 0, or a Unix socket), no seed ([`RedisConfigError::NoSeeds`]), a prefix with a brace, a
+    /// 0, or a Unix socket), no seed ([`RedisConfigError::NoSeeds`]), seeds without cluster
+    /// support ([`RedisConfigError::NotACluster`]), a prefix with a brace, a
     /// zero deadline, a window that is not whole microseconds, parameters past exact integers
     /// in Lua, or no tokio runtime with timers and IO here
     /// ([`RedisConfigError::RuntimeWithoutTimers`], [`RedisConfigError::RuntimeWithoutIo`]).
@@ -202,7 +206,19 @@ impl RedisLimiterBuilder {
             }
             Target::Cluster(seeds) => {
                 check_seeds(seeds)?;
-                let connection = Connection::cluster(seeds, self.deadline).map_err(invalid_url)?;
+                let connection =
+                    Connection::cluster(seeds, self.deadline)
+                        .await
+                        .map_err(|error| match error {
+                            ClusterError::Client(error) => invalid_url(error),
+                            ClusterError::NotACluster => RedisConfigError::NotACluster {
+                                node: seeds
+                                    .iter()
+                                    .map(|seed| node_name(seed))
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                            },
+                        })?;
                 (connection, Breakers::cluster(self.probe_interval))
             }
         };

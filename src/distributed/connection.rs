@@ -59,8 +59,13 @@ impl Connection {
         })))
     }
 
-    /// A connection to the cluster of `seeds`, made in the background from now on (the first
-    /// decisions wait for it, or fail over to the policy).
+    /// A connection to the cluster of `seeds`.
+    ///
+    /// It asks the seeds for the topology once, waiting at most the connection timeout (below):
+    /// a seed set that answers without cluster support is refused (the client would otherwise
+    /// send every call to any one of the seeds, which for several single Redis servers splits
+    /// each key's count among them); seeds that do not answer leave the client to find the
+    /// cluster in the background, decisions falling to the policy meanwhile.
     ///
     /// Each try of a call waits at most `deadline` for its reply, and the call as a whole too
     /// (redis-rs's overall response timeout). A call that meets `MOVED` or `ASK` follows it at
@@ -73,7 +78,7 @@ impl Connection {
     /// [`CONNECT_TIMEOUT`]): the client connects to the nodes of a new topology while it holds
     /// the topology, so a node that does not answer holds every call for that long (redis-rs 1.2,
     /// `cluster_handling/async_connection/mod.rs`, `refresh_slots`).
-    pub(crate) fn cluster(seeds: &[String], deadline: Duration) -> RedisResult<Connection> {
+    pub(crate) async fn cluster(seeds: &[String], deadline: Duration) -> Result<Connection, ClusterError> {
         let deadline_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
         let connect = deadline.clamp(Duration::from_millis(100), CONNECT_TIMEOUT);
         let client = ClusterClient::builder(seeds.iter().map(String::as_str))
@@ -85,13 +90,21 @@ impl Connection {
             .connection_timeout(connect)
             .response_timeout(deadline)
             .overall_response_timeout(Some(deadline))
-            .build()?;
+            .build()
+            .map_err(ClusterError::Client)?;
         let config = ClusterConfig::new()
             .set_connection_timeout(connect)
             .set_response_timeout(deadline);
-        Ok(Connection::Cluster(
-            client.get_pending_async_connection_with_config(config),
-        ))
+        let first = client.get_async_connection_with_config(config.clone());
+        match tokio::time::timeout(connect, first).await {
+            Ok(Ok(connection)) => Ok(Connection::Cluster(connection)),
+            Ok(Err(error)) if cause_of(&error) == RedisFailureCause::NotACluster => {
+                Err(ClusterError::NotACluster)
+            }
+            _ => Ok(Connection::Cluster(
+                client.get_pending_async_connection_with_config(config),
+            )),
+        }
     }
 
     /// Whether this is a cluster connection.
@@ -114,6 +127,15 @@ impl Connection {
             Connection::Cluster(cluster) => evaluate(&mut cluster.clone(), script, keys, args).await,
         }
     }
+}
+
+/// Why [`Connection::cluster`] refused its seeds.
+#[derive(Debug)]
+pub(crate) enum ClusterError {
+    /// The client refused the configuration (a seed that is not a TCP URL...).
+    Client(RedisError),
+    /// A seed answered without cluster support.
+    NotACluster,
 }
 
 /// Retries of a cluster call (see [`Connection::cluster`]).

@@ -78,9 +78,11 @@ pub enum RedisConfigError {
     NoSeeds,
     /// A seed of [`cluster_builder`](super::RedisLimiter::cluster_builder) is a Redis whose
     /// cluster support is disabled (`ERR This instance has cluster support disabled`), found by
-    /// [`verify`](super::RedisLimiter::verify).
+    /// [`connect`](super::RedisLimiterBuilder::connect) (which asks the seeds for the topology
+    /// once) or by [`verify`](super::RedisLimiter::verify).
     NotACluster {
-        /// The seed (`host:port`).
+        /// The seed (`host:port`; from `connect`, every seed, comma-separated: the client does
+        /// not say which one answered).
         node: String,
     },
     /// A seed says the cluster is down (`cluster_state:fail` in `CLUSTER INFO`: a range of

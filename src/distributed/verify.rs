@@ -107,7 +107,7 @@ fn config_error(node: String, cause: RedisFailureCause) -> RedisConfigError {
 
 /// `host:port` of a Redis URL, which never shows its password (or `redis` for one the client
 /// would not read, which `connect` has refused before).
-fn node_name(url: &str) -> String {
+pub(super) fn node_name(url: &str) -> String {
     url.into_connection_info()
         .map_or_else(|_| "redis".to_owned(), |info| info.addr().to_string())
 }

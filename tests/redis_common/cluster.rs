@@ -202,6 +202,22 @@ impl RedisCluster {
         node.kill();
     }
 
+    /// Starts the node on `port` again, with its `nodes.conf` (so it rejoins the cluster as the
+    /// node it was) and no data.
+    pub(crate) fn restart(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.port() == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"));
+        node.restart();
+    }
+
+    /// The ports of every node, running or not.
+    pub(crate) fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(RedisServer::port).collect()
+    }
+
     /// Waits until every running node says `cluster_state:ok`, sees every other running node
     /// connected, and every replica is in sync with its master, or panics after `within`.
     pub(crate) fn wait_until_ok(&self, within: Duration) {
