@@ -55,9 +55,10 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// configuration can work at all.
 ///
 /// Must be built and used inside a tokio runtime with its timer and IO drivers enabled
-/// (`enable_all`); [`connect`](RedisLimiterBuilder::connect) refuses a runtime without timers
-/// ([`RedisConfigError::RuntimeWithoutTimers`]) or without IO
-/// ([`RedisConfigError::RuntimeWithoutIo`]) rather than let a decision panic.
+/// (`enable_all`); [`connect`](super::RedisLimiterBuilder::connect) refuses a runtime without
+/// timers ([`RuntimeWithoutTimers`](super::RedisConfigError::RuntimeWithoutTimers)) or without
+/// IO ([`RuntimeWithoutIo`](super::RedisConfigError::RuntimeWithoutIo)) rather than let a
+/// decision panic.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -486,6 +487,7 @@ pub(super) fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) ->
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
+            .field("connection", &self.connection)
             .field("prefix", &self.prefix)
             .field("algorithm", &self.program.suffix)
             .field("capacity", &self.program.capacity)

@@ -59,7 +59,7 @@ pub(crate) struct RedisCluster {
 }
 
 static SHARED: LazyLock<RedisCluster> = LazyLock::new(|| {
-    let cluster = RedisCluster::start();
+    let mut cluster = RedisCluster::start();
     cluster.kill_at_exit();
     cluster
 });
@@ -272,8 +272,8 @@ impl RedisCluster {
     /// Kills every node when this test process exits, however it exits (a shared cluster is in
     /// a `static`, never dropped): one `sh` per node waits for this process to end, then kills
     /// the node and removes its directory.
-    pub(crate) fn kill_at_exit(&self) {
-        for node in &self.nodes {
+    pub(crate) fn kill_at_exit(&mut self) {
+        for node in &mut self.nodes {
             node.kill_at_exit();
         }
     }

@@ -44,6 +44,8 @@ pub(crate) struct RedisServer {
     dir: PathBuf,
     /// Arguments added to the common ones (`start_with`).
     extra: Vec<String>,
+    /// The `sh` that kills the server when this process exits ([`kill_at_exit`](Self::kill_at_exit)).
+    watcher: Option<Child>,
 }
 
 impl RedisServer {
@@ -74,6 +76,7 @@ impl RedisServer {
                 port,
                 dir,
                 extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
+                watcher: None,
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -101,12 +104,12 @@ impl RedisServer {
     /// Kills the server and removes its directory when this test process exits, however it
     /// exits: for a server in a `static`, which is never dropped. A `sh` waits for this process
     /// to end, polling every 0.2 s.
-    pub(crate) fn kill_at_exit(&self) {
+    pub(crate) fn kill_at_exit(&mut self) {
         let Some(child) = &self.child else {
             return;
         };
         let watch = "while kill -0 \"$1\" 2>/dev/null; do sleep 0.2; done; kill -9 \"$2\"; rm -rf \"$3\"";
-        Command::new("sh")
+        let watcher = Command::new("sh")
             .args(["-c", watch, "kill-at-exit"])
             .arg(std::process::id().to_string())
             .arg(child.id().to_string())
@@ -116,6 +119,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("sh, to kill the shared servers at exit");
+        self.watcher = Some(watcher);
     }
 
     /// Kills the server (SIGKILL), as a crash would.
@@ -184,6 +188,10 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(mut watcher) = self.watcher.take() {
+            let _ = watcher.kill();
+            let _ = watcher.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
