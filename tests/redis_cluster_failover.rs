@@ -11,7 +11,7 @@ mod redis_common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_common::cluster::{RedisCluster, NODE_TIMEOUT};
+use redis_common::cluster::{error_count, RedisCluster, NODE_TIMEOUT};
 use tokio::sync::watch;
 use tollgate::distributed::{DecidedBy, Failure, FailurePolicy, RedisFailureCause, RedisLimiter};
 use tollgate::{ManualClock, Timestamp, TokenBucket};
@@ -79,7 +79,8 @@ fn load(
 /// `CLUSTERDOWN`, so the other masters' keys may follow the policy too for that moment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_fails_over_and_decisions_come_back_to_redis_by_themselves() {
-    failover(&[]).await;
+    let measured = failover(&[]).await;
+    assert!(measured.cluster_down > 0, "{measured:?}");
 }
 
 /// With `cluster-require-full-coverage no` the other masters keep answering, never
@@ -89,6 +90,7 @@ async fn a_killed_master_fails_over_and_decisions_come_back_to_redis_by_themselv
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_full_coverage_the_other_masters_never_say_the_cluster_is_down() {
     let measured = failover(&["--cluster-require-full-coverage", "no"]).await;
+    assert_eq!(measured.cluster_down, 0, "{measured:?}");
     assert!(
         measured
             .other_causes
@@ -103,6 +105,8 @@ async fn without_full_coverage_the_other_masters_never_say_the_cluster_is_down()
 struct Measured {
     /// The causes of the policy's decisions on the other masters' keys after the kill.
     other_causes: Vec<RedisFailureCause>,
+    /// The `CLUSTERDOWN` errors the surviving masters answered.
+    cluster_down: u64,
 }
 
 /// SIGKILL of one master under load, its replica promoted: every decision is an answer (never an
@@ -183,6 +187,13 @@ async fn failover(extra: &[&str]) -> Measured {
                 .map(|s| Seen { at: s.at - kill, ..s }),
         );
     }
+    // What the surviving masters answered: `CLUSTERDOWN` while the cluster was `fail`.
+    let cluster_down: u64 = cluster
+        .masters()
+        .iter()
+        .filter(|node| node.port != replica.port)
+        .map(|node| error_count(node.port, "CLUSTERDOWN"))
+        .sum();
     let after: Vec<Seen> = seen.iter().copied().filter(|seen| seen.at >= 0.0).collect();
     let by_policy = |seen: &&Seen| seen.by != DecidedBy::Redis;
     let victim_policy: Vec<&Seen> = after
@@ -217,7 +228,8 @@ async fn failover(extra: &[&str]) -> Measured {
          {cluster_ok:.2} s; its keys followed the policy from \
          {first_policy:.3} s to {last_policy:.3} s after the kill ({} decisions; {:?}), then Redis decided \
          {redis_after} on them until {ended:.2} s; the other masters' keys: {} policy decisions of \
-         {other_decisions} ({:?}), from {:.3} s to {:.3} s",
+         {other_decisions} ({:?}), from {:.3} s to {:.3} s; the other masters answered \
+         {cluster_down} CLUSTERDOWN",
         victim_policy.len(),
         causes(&victim_policy),
         other_policy.len(),
@@ -282,6 +294,7 @@ async fn failover(extra: &[&str]) -> Measured {
             .iter()
             .filter_map(|s| s.failure.map(|f| f.cause()))
             .collect(),
+        cluster_down,
     }
 }
 

@@ -69,11 +69,21 @@ impl Connection {
     ///
     /// Each try of a call waits at most `deadline` for its reply, and the call as a whole too
     /// (redis-rs's overall response timeout). A call that meets `MOVED` or `ASK` follows it at
-    /// once; one that meets `TRYAGAIN` or `CLUSTERDOWN` (a slot migrating, a failover) or loses
-    /// its node's connection tries again, up to [`CLUSTER_RETRIES`] times, after a wait drawn
-    /// between 1 ms and `2^retry * deadline / 100` (at least 2 ms), never more than a quarter of
-    /// the deadline: at most 1.3 deadlines asleep, about 0.65 on average, so that a retry that
-    /// can answer within the deadline gets the chance, and the deadline ends the call otherwise.
+    /// once; one that loses its node's connection tries again at once; one that meets `TRYAGAIN`
+    /// or `CLUSTERDOWN` (a slot migrating, a failover) tries again after a wait drawn between
+    /// `deadline / 48` and `deadline / 24` (at least 1 ms); up to [`CLUSTER_RETRIES`] retries
+    /// in all. So the waits of a call that meets only `TRYAGAIN` add up to between half the
+    /// deadline and the whole of it: a retry that can answer within the deadline gets the chance,
+    /// and the deadline ends the call otherwise. (With redis-rs's waits from 1 ms, eight draws
+    /// could add up to a tenth of the deadline, and a log's `TRYAGAIN` during a slot's migration
+    /// reached the policy.)
+    ///
+    /// The retries are many because a redirect can go round: redis-rs sends `ASKING` and then the
+    /// redirected call separately on the node's multiplexed connection, so another call's command
+    /// can come between them and take the `ASKING`; the importing node then answers `MOVED` back to
+    /// the old owner, which answers `ASK` again (the importing node answered 36 `MOVED` during one
+    /// slot's migration in `tests/redis_cluster_reshard.rs`, and 8 retries let a bucket's call
+    /// reach the policy).
     /// Connections to a node time out after the deadline (at least 100 ms, at most
     /// [`CONNECT_TIMEOUT`]): the client connects to the nodes of a new topology while it holds
     /// the topology, so a node that does not answer holds every call for that long (redis-rs 1.2,
@@ -83,10 +93,11 @@ impl Connection {
         let connect = deadline.clamp(Duration::from_millis(100), CONNECT_TIMEOUT);
         let client = ClusterClient::builder(seeds.iter().map(String::as_str))
             .retries(CLUSTER_RETRIES)
-            .min_retry_wait(1)
-            .max_retry_wait((deadline_ms / 4).max(2))
-            // Waits of up to `factor * 2^retry` ms, jittered, between those bounds.
-            .retry_wait_formula((deadline_ms / 100).max(1), 2)
+            .min_retry_wait((deadline_ms / 48).max(1))
+            .max_retry_wait((deadline_ms / 24).max(2))
+            // Waits drawn below `factor * 2^retry` ms, held between those bounds: from the
+            // second retry on, `factor * 4` passes the upper one.
+            .retry_wait_formula((deadline_ms / 96).max(1), 2)
             .connection_timeout(connect)
             .response_timeout(deadline)
             .overall_response_timeout(Some(deadline))
@@ -139,7 +150,7 @@ pub(crate) enum ClusterError {
 }
 
 /// Retries of a cluster call (see [`Connection::cluster`]).
-pub(crate) const CLUSTER_RETRIES: u32 = 8;
+pub(crate) const CLUSTER_RETRIES: u32 = 24;
 
 /// `EVALSHA`, then `EVAL` after a `NOSCRIPT`.
 async fn evaluate(

@@ -319,6 +319,15 @@ pub(crate) fn command<T: redis::FromRedisValue>(port: u16, arguments: &[&str]) -
     try_command(port, arguments).unwrap_or_else(|e| panic!("{arguments:?} on {port}: {e}"))
 }
 
+/// How many `code` errors the node on `port` has answered since it started or its last
+/// `CONFIG RESETSTAT` (`INFO errorstats`; 0 when none).
+pub(crate) fn error_count(port: u16, code: &str) -> u64 {
+    let info: String = command(port, &["INFO", "errorstats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("errorstat_{code}:count=")))
+        .map_or(0, |count| count.trim().parse().expect("a count"))
+}
+
 /// `CLUSTER NODES` of the node on `port`, parsed.
 pub(crate) fn topology_seen_by(port: u16) -> redis::RedisResult<Vec<ClusterNode>> {
     let text: String = try_command(port, &["CLUSTER", "NODES"])?;
