@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use redis_common::cluster::{error_count, RedisCluster, NODE_TIMEOUT};
 use tokio::sync::watch;
 use tollgate::distributed::{DecidedBy, Failure, FailurePolicy, RedisFailureCause, RedisLimiter};
-use tollgate::{ManualClock, Timestamp, TokenBucket};
+use tollgate::{KeyedLimiter, ManualClock, Timestamp, TokenBucket};
 
 /// Client keys, spread over the three masters.
 const KEYS: usize = 300;
@@ -298,8 +298,8 @@ async fn failover(extra: &[&str]) -> Measured {
     }
 }
 
-/// A limiter built while every node of the cluster is down decides by its policy, saying why,
-/// and by Redis once the nodes are back (each restarted with its `nodes.conf`), with nothing
+/// A limiter built while every node of the cluster is down decides by its policy (a local
+/// fallback here), saying why, and by Redis once the nodes are back (each restarted with its `nodes.conf`), with nothing
 /// rebuilt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limiter_built_while_the_cluster_is_down_decides_once_it_is_back() {
@@ -308,17 +308,26 @@ async fn a_limiter_built_while_the_cluster_is_down_decides_once_it_is_back() {
     for port in cluster.ports() {
         cluster.kill(port);
     }
+    // While the cluster is away, this instance's share: 2 of the key's 5.
+    let share =
+        KeyedLimiter::<str, _>::new(TokenBucket::new("1/h burst 2".parse().unwrap()).unwrap(), 64).unwrap();
     let limiter = RedisLimiter::cluster_builder(
         seeds,
         TokenBucket::new("1/h burst 5".parse().unwrap()).unwrap(),
-        FailurePolicy::FailOpen,
+        FailurePolicy::fallback(share),
     )
     .connect()
     .await
     .unwrap();
-    let answer = limiter.check("k").await.unwrap();
-    assert_eq!(answer.decided_by, DecidedBy::FailOpen, "{answer:?}");
-    assert!(answer.failure.is_some());
+    let answers = [(); 3].map(|()| limiter.check("k"));
+    let mut admitted = 0;
+    for answer in answers {
+        let answer = answer.await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Fallback, "{answer:?}");
+        assert!(answer.failure.is_some());
+        admitted += u32::from(answer.is_allowed());
+    }
+    assert_eq!(admitted, 2);
     let error = limiter.verify().await.unwrap_err();
     assert!(error.is_transient(), "{error:?}");
     for port in cluster.ports() {
