@@ -263,8 +263,8 @@ mod cluster {
     }
 
     /// Seeds naming a Redis without cluster support: refused when the limiter is built (the
-    /// client would send every call to any of the seeds), saying what to use instead; and by
-    /// `verify`, for a limiter built while the seed was down.
+    /// client would send every call to any of its seed nodes), saying what to use instead; and by
+    /// `verify`, for a limiter built while that node was down.
     #[tokio::test(flavor = "current_thread")]
     async fn a_seed_that_is_not_a_cluster_node_is_said_as_such() {
         let mut single = RedisServer::start();
@@ -325,7 +325,7 @@ mod cluster {
             "{error:?}"
         );
         assert!(error.is_transient());
-        // The seed that answers is enough for decisions.
+        // One seed node that answers is enough for decisions.
         let limiter = cluster_limiter(&seeds[..1]).await;
         assert_eq!(limiter.verify().await.map_err(|e| e.to_string()), Ok(()));
         assert_eq!(limiter.check("k").await.unwrap().decided_by, DecidedBy::Redis);

@@ -172,7 +172,7 @@ impl RedisLimiterBuilder {
     }
 
     /// Validates the configuration and sets up the connection. The connection to one Redis is
-    /// made lazily; on a cluster, the seeds are asked for the topology once (waiting at most the
+    /// made lazily; on a cluster, its seed nodes are asked for the topology once (waiting at most the
     /// deadline, at least 100 ms, at most a second), and a seed that answers without cluster
     /// support is refused ([`RedisConfigError::NotACluster`]). Either way a limiter built while
     /// Redis is down answers by its failure policy until Redis is back.
@@ -263,7 +263,7 @@ fn check_seeds(seeds: &[String]) -> Result<(), RedisConfigError> {
         if info.redis_settings().db() != 0 {
             return Err(RedisConfigError::InvalidUrl {
                 reason: format!(
-                    "seed {number} names database {}, and a Redis Cluster has one, 0: drop the `/db` of the seed",
+                    "seed {number} names database {}, and a Redis Cluster has one, 0: drop the `/db` of that seed",
                     info.redis_settings().db()
                 ),
             });

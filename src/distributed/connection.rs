@@ -61,9 +61,9 @@ impl Connection {
 
     /// A connection to the cluster of `seeds`.
     ///
-    /// It asks the seeds for the topology once, waiting at most the connection timeout (below):
+    /// It asks its seed nodes for the topology once, waiting at most the connection timeout (below):
     /// a seed set that answers without cluster support is refused (the client would otherwise
-    /// send every call to any one of the seeds, which for several single Redis servers splits
+    /// send every call to any one of those nodes, which for several single Redis servers splits
     /// each key's count among them); seeds that do not answer leave the client to find the
     /// cluster in the background, decisions falling to the policy meanwhile.
     ///

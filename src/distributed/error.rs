@@ -78,17 +78,17 @@ pub enum RedisConfigError {
     NoSeeds,
     /// A seed of [`cluster_builder`](super::RedisLimiter::cluster_builder) is a Redis whose
     /// cluster support is disabled (`ERR This instance has cluster support disabled`), found by
-    /// [`connect`](super::RedisLimiterBuilder::connect) (which asks the seeds for the topology
+    /// [`connect`](super::RedisLimiterBuilder::connect) (which asks its seed nodes for the topology
     /// once) or by [`verify`](super::RedisLimiter::verify).
     NotACluster {
-        /// The seed (`host:port`; from `connect`, every seed, comma-separated: the client does
+        /// That seed (`host:port`; from `connect`, every seed, comma-separated: the client does
         /// not say which one answered).
         node: String,
     },
     /// A seed says the cluster is down (`cluster_state:fail` in `CLUSTER INFO`: a range of
     /// slots has no master that answers), found by [`verify`](super::RedisLimiter::verify).
     ClusterDown {
-        /// The seed that said so (`host:port`).
+        /// That seed node (`host:port`): it said so.
         node: String,
     },
     /// A node could not be reached, or did not answer in time, when
@@ -177,7 +177,7 @@ impl fmt::Display for RedisConfigError {
             ),
             RedisConfigError::NotACluster { node } => write!(
                 f,
-                "the seed {node} is not a Redis Cluster node (its cluster support is disabled): for one Redis use `RedisLimiter::builder` with its URL"
+                "seed {node} is not a Redis Cluster node (its cluster support is disabled): for one Redis use `RedisLimiter::builder` with its URL"
             ),
             RedisConfigError::ClusterDown { node } => write!(
                 f,

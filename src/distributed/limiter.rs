@@ -85,7 +85,7 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// ```
 pub struct RedisLimiter {
     pub(super) connection: Connection,
-    /// The URL or the seeds it was built from (for [`verify`](Self::verify)).
+    /// Its URL, or its seed nodes (for [`verify`](Self::verify)).
     pub(super) target: Target,
     pub(super) algorithm: RedisAlgorithm,
     pub(super) program: Program,

@@ -113,7 +113,7 @@ impl RedisCluster {
         cluster
     }
 
-    /// `redis://127.0.0.1:{port}/` of every node: the seeds a cluster client starts from.
+    /// `redis://127.0.0.1:{port}/` of every running node: seed nodes for a cluster client.
     pub(crate) fn seeds(&self) -> Vec<String> {
         self.nodes
             .iter()
