@@ -9,14 +9,15 @@
 
 #[path = "../tests/redis_common/mod.rs"]
 mod redis_common;
+mod redis_load;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use redis::aio::ConnectionManager;
 use redis::Script;
 use redis_common::RedisServer;
+use redis_load::{measure, Load, KEYS};
 use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 
@@ -54,9 +55,6 @@ else
 end
 "#;
 
-/// Distinct keys the load cycles through (one per simulated client IP).
-const KEYS: usize = 10_000;
-
 #[derive(Clone)]
 enum Operation {
     Set(ConnectionManager),
@@ -64,7 +62,7 @@ enum Operation {
     Tollgate(Arc<RedisLimiter>),
 }
 
-impl Operation {
+impl Load for Operation {
     async fn run(&self, key: usize) {
         let key = format!("10.0.{}.{}", key / 256, key % 256);
         match self {
@@ -109,37 +107,6 @@ struct Row {
     server_usec_per_call: f64,
 }
 
-/// Runs `operation` from `tasks` concurrent tasks for `duration`; returns throughput and
-/// latency percentiles.
-async fn measure(operation: &Operation, tasks: usize, duration: Duration) -> (f64, Duration, Duration) {
-    let next_key = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let operation = operation.clone();
-        let next_key = Arc::clone(&next_key);
-        handles.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while start.elapsed() < duration {
-                // Relaxed: only spreads the keys; no data is published through it.
-                let key = next_key.fetch_add(1, Ordering::Relaxed) % KEYS;
-                let began = Instant::now();
-                operation.run(key).await;
-                latencies.push(began.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies = Vec::new();
-    for handle in handles {
-        latencies.extend(handle.await.expect("a load task"));
-    }
-    let elapsed = start.elapsed();
-    latencies.sort_unstable();
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-    (latencies.len() as f64 / elapsed.as_secs_f64(), at(0.50), at(0.99))
-}
-
 /// `usec_per_call` of `command` in `INFO commandstats`.
 async fn server_usec_per_call(connection: &mut ConnectionManager, command: &str) -> f64 {
     let info: String = redis::cmd("INFO")
@@ -147,14 +114,9 @@ async fn server_usec_per_call(connection: &mut ConnectionManager, command: &str)
         .query_async(connection)
         .await
         .expect("INFO");
-    let line = info
-        .lines()
-        .find(|line| line.starts_with(&format!("cmdstat_{command}:")))
-        .unwrap_or_else(|| panic!("no cmdstat_{command} in INFO commandstats"));
-    line.split(',')
-        .find_map(|field| field.strip_prefix("usec_per_call="))
-        .and_then(|value| value.parse().ok())
-        .expect("usec_per_call")
+    redis_load::command_stats(&info, command)
+        .unwrap_or_else(|| panic!("no cmdstat_{command} in INFO commandstats"))
+        .1
 }
 
 async fn reset_stats(connection: &mut ConnectionManager) {
@@ -187,15 +149,7 @@ async fn run(full: bool) {
         .find_map(|line| line.strip_prefix("redis_version:"))
         .unwrap_or("?")
         .to_owned();
-    let seconds: f64 = std::env::var("TOLLGATE_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2.0);
-    let duration = if full {
-        Duration::from_secs_f64(seconds)
-    } else {
-        Duration::from_millis(20)
-    };
+    let (duration, rounds) = redis_load::settings(full);
     // The seed's parameters everywhere: 10 at once, 2 per second.
     let quota = "2/s burst 10".parse().expect("quota");
     let window = "10/5s".parse().expect("quota");
@@ -237,11 +191,6 @@ async fn run(full: bool) {
             .expect("limiter");
         operations.push((name.to_owned(), "evalsha", Operation::Tollgate(Arc::new(limiter))));
     }
-    let rounds: usize = std::env::var("TOLLGATE_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
-    let rounds = if full { rounds.max(1) } else { 1 };
     // Rounds interleave the rows, so that a burst of load elsewhere on the machine does not
     // favour one row; each row keeps its best round (most decisions per second, and separately
     // the least server time per call).
@@ -253,7 +202,8 @@ async fn run(full: bool) {
                 // Warm up: loads the script, fills the connection's buffers.
                 measure(operation, tasks, duration / 10).await;
                 reset_stats(&mut admin).await;
-                let (per_second, p50, p99) = measure(operation, tasks, duration).await;
+                let measured = measure(operation, tasks, duration).await;
+                let (per_second, p50, p99) = (measured.per_second, measured.p50, measured.p99);
                 let server_usec_per_call = server_usec_per_call(&mut admin, command).await;
                 let row = Row {
                     name: name.clone(),

@@ -6,22 +6,30 @@
 //! from the same [`Quota`](crate::Quota) as a local limiter, and answers the same
 //! [`Decision`](crate::Decision), wrapped in a [`RedisDecision`] that says which path decided.
 //!
-//! - **One round trip** per decision: `EVALSHA` of the algorithm's script, atomic on the
-//!   server, in integer microseconds (no floats in any decision).
+//! - **One round trip** per decision: `EVALSHA` of the algorithm's script (`EVAL` of its source
+//!   on a node that answers `NOSCRIPT`), atomic on the server, in integer microseconds (no floats
+//!   in any decision).
 //! - **Time**: the server's `TIME` by default, so instances with skewed clocks share one
 //!   timeline; or the caller's clock ([`TimeSource`]).
 //! - **Keys**: `{prefix}{{key}}:{algorithm}`: one hash tag per limit (the scripts touch only
 //!   keys in `KEYS`, in one slot), and an expiry at the instant the state becomes the same as a
-//!   fresh key's, so Redis holds only the keys that are being limited. The connection is to one
-//!   node: Redis Cluster is not supported (a redirect is
-//!   [`RedisCheckError::ClusterRedirect`]).
+//!   fresh key's, so Redis holds only the keys that are being limited.
+//! - **One Redis or a Redis Cluster**: [`RedisLimiter::builder`] connects to the one node of a
+//!   URL (a redirect from a cluster node is [`RedisCheckError::ClusterRedirect`]);
+//!   [`RedisLimiter::cluster_builder`] to a Redis Cluster from seed nodes, each decision on the
+//!   master of its key's slot, redirects followed and topology changes retried within the
+//!   deadline, with the same options.
 //! - **Runtime**: tokio, with timers and IO enabled; [`RedisLimiterBuilder::connect`] refuses a
 //!   runtime without timers ([`RedisConfigError::RuntimeWithoutTimers`]) or without IO
 //!   ([`RedisConfigError::RuntimeWithoutIo`]).
 //! - **Failures**: a per-decision deadline, a connection that reconnects by itself, and a
 //!   [`FailurePolicy`] chosen at construction (fail open, fail closed, or a local fallback).
 //!   After a failure the policy answers at once for a pause ([`DEFAULT_PROBE_INTERVAL`]), while
-//!   one probe per pause checks whether Redis is back.
+//!   one probe per pause checks whether Redis is back (on a cluster, per group of hash slots).
+//!   Each [`Failure`] carries its [`RedisFailureCause`] (a wrong password, a refused
+//!   connection, a missing database...); [`RedisLimiter::verify`] and
+//!   [`RedisLimiterBuilder::connect_checked`] ask Redis once at start and answer a typed
+//!   [`RedisConfigError`] that says what to fix.
 //! - **Refunds**: [`RedisLimiter::refund_n`] gives a bucket's unused units back to the fleet (one
 //!   more script call, best effort), as the local `refund_n`; for a shaped request abandoned
 //!   before its slot the tower layer starts the same call in the background, with the slot's
@@ -31,11 +39,17 @@
 //!   limited, by the algorithm's own decision rule; a reset that does not reach Redis is a
 //!   [`RedisResetError`].
 //!
-//! The scripts, the key layout, the time modes and their precision, and what bounds the speed
-//! are in `docs/distributed.md`.
+//! The scripts, the key layout, the time modes and their precision, Redis Cluster (failover and
+//! resharding, with their measured bounds), and what bounds the speed are in
+//! `docs/distributed.md`.
 
 mod algorithm;
 mod breaker;
+mod breakers;
+mod builder;
+mod cause;
+mod classify;
+mod connection;
 mod error;
 #[cfg(feature = "tower")]
 mod layer;
@@ -47,16 +61,18 @@ mod refund;
 mod refund_queue;
 mod reply;
 mod reset;
+mod script;
 mod time;
+mod verify;
 
 pub use algorithm::{RedisAlgorithm, MAX_LOG_LIMIT, PACKED_LOG_LIMIT};
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub use breaker::Breaker;
+pub use builder::RedisLimiterBuilder;
+pub use cause::RedisFailureCause;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
-pub use limiter::{
-    RedisLimiter, RedisLimiterBuilder, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL,
-};
+pub use limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
 pub use redacted::redacted_url;
 pub use time::TimeSource;

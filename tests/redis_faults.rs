@@ -12,8 +12,8 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
-    DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
-    RedisResetError, PACKED_LOG_LIMIT,
+    DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisFailureCause,
+    RedisLimiter, RedisResetError, PACKED_LOG_LIMIT,
 };
 use tollgate::{
     FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Outcome, Quota, SlidingLog, SlidingWindow,
@@ -122,7 +122,7 @@ async fn a_killed_and_restarted_server_is_survived_under_every_policy() {
                     assert_eq!(by, policy);
                     assert!(matches!(
                         answer.failure,
-                        Some(Failure::Timeout | Failure::Connection | Failure::RecentlyDown)
+                        Some(Failure::Timeout | Failure::Connection(_) | Failure::RecentlyDown(_))
                     ));
                     match by {
                         DecidedBy::FailOpen => {
@@ -356,7 +356,11 @@ async fn an_acl_denial_on_the_other_encodings_key_is_the_servers_error() {
             .unwrap();
         let answer = limiter.check("fresh").await.unwrap();
         assert_eq!(answer.decided_by, DecidedBy::FailOpen, "limit {limit}");
-        assert_eq!(answer.failure, Some(Failure::Server), "limit {limit}");
+        assert_eq!(
+            answer.failure,
+            Some(Failure::Server(RedisFailureCause::NoPermission)),
+            "limit {limit}"
+        );
     }
 }
 
@@ -410,7 +414,9 @@ async fn a_stalled_server_is_a_timeout_answered_within_the_deadline() {
     );
     assert!(failures.contains(&Failure::Timeout), "{failures:?}");
     assert!(
-        !failures.contains(&Failure::Connection),
+        !failures
+            .iter()
+            .any(|failure| matches!(failure, Failure::Connection(_))),
         "a slow server was reported as a failed connection: {failures:?}"
     );
     assert_eq!(last.map(|answer| answer.decided_by), Some(DecidedBy::Redis));

@@ -7,8 +7,10 @@ mod redis_common;
 
 use std::time::Duration;
 
+use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
+use redis_common::cluster::RedisCluster;
+use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, Backend, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter, RedisResetError,
 };
@@ -59,9 +61,27 @@ async fn admitted(limiter: &RedisLimiter, key: &str, asked: u64) -> u64 {
 async fn a_reset_key_is_decided_as_a_new_one_and_only_it() {
     let server = RedisServer::start();
     let mut raw = raw_connection(&server).await;
+    a_reset_key_is_decided_as_a_new_one(&server, &mut raw).await;
+}
+
+/// The same on a Redis Cluster, where the two keys are in different slots.
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_cluster_a_reset_key_is_decided_as_a_new_one_and_only_it() {
+    let cluster = RedisCluster::shared();
+    assert_ne!(cluster.slot("k"), cluster.slot("other"));
+    let mut raw = cluster.raw_connection().await;
+    a_reset_key_is_decided_as_a_new_one(cluster, &mut raw).await;
+}
+
+/// Keys `k` and `other` of every algorithm, at a frozen time: a reset of `k` deletes its state
+/// (seen through `raw`), and `k` is then decided as a new key while `other` keeps its count.
+async fn a_reset_key_is_decided_as_a_new_one(
+    server: &impl Backend,
+    raw: &mut (impl ConnectionLike + Send + Sync),
+) {
     let clock = ManualClock::starting_at(NOW);
     for (name, algorithm, limit) in algorithms() {
-        let limiter = client_time_limiter(&server, algorithm, &clock, "reset:").await;
+        let limiter = client_time_limiter(server, algorithm, &clock, "reset:").await;
         assert_eq!(limiter.reset("k").await, Ok(false), "{name}: an absent key");
         for key in ["k", "other"] {
             assert_eq!(admitted(&limiter, key, limit + 1).await, limit, "{name}: {key}");
@@ -139,7 +159,7 @@ async fn a_reset_without_redis_is_an_error_and_still_resets_the_fallback() {
     assert!(
         matches!(
             reset,
-            Err(RedisResetError::Failed(Failure::Connection | Failure::Timeout))
+            Err(RedisResetError::Failed(Failure::Connection(_) | Failure::Timeout))
         ),
         "{reset:?}"
     );

@@ -1,5 +1,6 @@
 //! One table of scenarios (arrival times, weights, expected admissions), run against the local
-//! limiters and against Redis in client-time mode: every decision must be the same.
+//! limiters and against Redis in client-time mode, on one `redis-server` and on a Redis Cluster
+//! of three masters (each scenario's key in its own slot): every decision must be the same.
 //!
 //! Rounding rule (docs/distributed.md): the scripts work in whole microseconds (a client time is
 //! rounded down to one, a bucket's interval up to one, a window must be whole). With parameters
@@ -13,7 +14,8 @@ mod redis_common;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
+use redis_common::cluster::RedisCluster;
+use redis_common::{client_time_limiter, raw_connection, Backend, RedisServer};
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
@@ -277,12 +279,21 @@ async fn same_decision(
 
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters() {
-    let server = RedisServer::start();
+    the_table_decides_as_the_local_limiters(&RedisServer::start()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_redis_cluster_decides_as_the_local_limiters() {
+    the_table_decides_as_the_local_limiters(RedisCluster::shared()).await;
+}
+
+/// Every scenario of the table, each on its own key, on `server`.
+async fn the_table_decides_as_the_local_limiters(server: &impl Backend) {
     let clock = ManualClock::new();
     let mut compared = 0;
     for (number, scenario) in scenarios().into_iter().enumerate() {
         let (local, algorithm) = build(scenario.kind, scenario.quota);
-        let remote = client_time_limiter(&server, algorithm, &clock, "same:").await;
+        let remote = client_time_limiter(server, algorithm, &clock, "same:").await;
         let key = number.to_string();
         for (index, step) in scenario.steps.iter().enumerate() {
             let micros = u64::try_from(BASE_MICROS + step.at).unwrap();
@@ -330,7 +341,16 @@ impl Random {
 /// still matters on the test's clock. The table above covers boundaries to the microsecond.
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
-    let server = RedisServer::start();
+    random_arrivals_decide_as_the_local_limiters(&RedisServer::start()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_redis_cluster_decides_as_the_local_limiters_on_random_arrivals() {
+    random_arrivals_decide_as_the_local_limiters(RedisCluster::shared()).await;
+}
+
+/// The random arrivals of each case, on `server`.
+async fn random_arrivals_decide_as_the_local_limiters(server: &impl Backend) {
     let clock = ManualClock::new();
     let per = |limit: u64, seconds: u64| Quota::new(limit, Duration::from_secs(seconds)).unwrap();
     // The algorithm, its quota, and its window (or refill of the whole burst) in seconds.
@@ -347,7 +367,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
     for (number, (kind, quota, window)) in cases.into_iter().enumerate() {
         let (local, algorithm) = build(kind, quota);
         let capacity = algorithm.capacity();
-        let remote = client_time_limiter(&server, algorithm, &clock, "random:").await;
+        let remote = client_time_limiter(server, algorithm, &clock, "random:").await;
         let key = number.to_string();
         let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ number as u64);
         // Seconds after BASE (far enough that no step back crosses it).

@@ -4,9 +4,8 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::Script;
-
 use super::error::RedisConfigError;
+use super::script::LuaScript;
 use crate::algorithm::Algorithm;
 use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 
@@ -179,7 +178,7 @@ impl RedisAlgorithm {
             }
         };
         Ok(Program {
-            script: Script::new(self.script_source()),
+            script: LuaScript::new(self.script_source()),
             refunds: matches!(
                 self,
                 RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_)
@@ -204,7 +203,7 @@ impl RedisAlgorithm {
 /// is still the first encoding's list, under its first name.
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
-    pub(crate) script: Script,
+    pub(crate) script: LuaScript,
     /// Whether the algorithm can give units back ([`GCRA_REFUND`] on the same key): the
     /// buckets; the windows cannot tell when their units were admitted, as locally.
     pub(crate) refunds: bool,
@@ -260,7 +259,7 @@ pub(crate) const GCRA_REFUND_SCRIPT: &str = include_str!("gcra_refund.lua");
 
 /// The buckets' refund script, shared by every limiter (its SHA-1 is computed once): a
 /// `'static` script lets a refund started from a destructor own its whole call.
-pub(crate) static GCRA_REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_REFUND_SCRIPT));
+pub(crate) static GCRA_REFUND: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(GCRA_REFUND_SCRIPT));
 
 /// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
 /// admits more than the local one; refused when that runs it over 1% slower) and `burst * T`; and the quota the client reads replies

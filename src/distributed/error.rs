@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::cause::RedisFailureCause;
 use super::policy::Failure;
 use crate::{CostTooLarge, Timestamp};
 
@@ -73,6 +74,57 @@ pub enum RedisConfigError {
     /// IO driver (`enable_io`, or `enable_all`): the connection, made at the first decision,
     /// would panic there.
     RuntimeWithoutIo,
+    /// [`cluster_builder`](super::RedisLimiter::cluster_builder) was given no seed node.
+    NoSeeds,
+    /// A seed of [`cluster_builder`](super::RedisLimiter::cluster_builder) is a Redis whose
+    /// cluster support is disabled (`ERR This instance has cluster support disabled`), found by
+    /// [`connect`](super::RedisLimiterBuilder::connect) (which asks its seed nodes for the topology
+    /// once) or by [`verify`](super::RedisLimiter::verify).
+    NotACluster {
+        /// That seed (`host:port`; from `connect`, every seed, comma-separated: the client does
+        /// not say which one answered).
+        node: String,
+    },
+    /// A seed says the cluster is down (`cluster_state:fail` in `CLUSTER INFO`: a range of
+    /// slots has no master that answers), found by [`verify`](super::RedisLimiter::verify).
+    ClusterDown {
+        /// That seed node (`host:port`): it said so.
+        node: String,
+    },
+    /// A node could not be reached, or did not answer in time, when
+    /// [`verify`](super::RedisLimiter::verify) asked it: refused, timed out, reset. This may
+    /// pass by itself ([`is_transient`](Self::is_transient)).
+    Unreachable {
+        /// The node (`host:port`), or for a cluster seen through its client, `cluster`.
+        node: String,
+        /// What the connection met.
+        cause: RedisFailureCause,
+    },
+    /// A node refused this client when [`verify`](super::RedisLimiter::verify) asked it: a wrong
+    /// or missing password, a database index past the server's, an ACL user without the
+    /// limiter's commands, a server error. A misconfiguration when
+    /// [`RedisFailureCause::is_permanent`] says so.
+    Refused {
+        /// The node (`host:port`), or for a cluster seen through its client, `cluster`.
+        node: String,
+        /// What the node answered.
+        cause: RedisFailureCause,
+    },
+}
+
+impl RedisConfigError {
+    /// Whether this error may pass by itself, so that a service may start on its failure policy
+    /// and wait for Redis (a node refusing connections or not answering in time, a cluster
+    /// that is down, or reconfiguring), rather than stop: `false` for a configuration that can
+    /// never work (a wrong password or database, a seed that is not a cluster node, a bad URL,
+    /// a quota the scripts cannot hold...).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RedisConfigError::Unreachable { .. } | RedisConfigError::ClusterDown { .. } => true,
+            RedisConfigError::Refused { cause, .. } => !cause.is_permanent(),
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for RedisConfigError {
@@ -120,6 +172,19 @@ impl fmt::Display for RedisConfigError {
             RedisConfigError::RuntimeWithoutIo => f.write_str(
                 "the Redis limiter must be built and used inside a tokio runtime with IO and timers enabled (`enable_all`): this one has no IO driver",
             ),
+            RedisConfigError::NoSeeds => f.write_str(
+                "a Redis Cluster limiter needs at least one seed node (`redis://host:port`; a few of the cluster's nodes)",
+            ),
+            RedisConfigError::NotACluster { node } => write!(
+                f,
+                "seed {node} is not a Redis Cluster node (its cluster support is disabled): for one Redis use `RedisLimiter::builder` with its URL"
+            ),
+            RedisConfigError::ClusterDown { node } => write!(
+                f,
+                "the Redis Cluster is down (`cluster_state:fail` at {node}): a range of slots has no master that answers; see `CLUSTER INFO` and `CLUSTER NODES`"
+            ),
+            RedisConfigError::Unreachable { node, cause } => write!(f, "Redis at {node}: {cause}"),
+            RedisConfigError::Refused { node, cause } => write!(f, "Redis at {node} refused this client: {cause}"),
         }
     }
 }
@@ -149,10 +214,12 @@ pub enum RedisCheckError {
         /// The key in Redis that holds it (as for [`WrongType`](Self::WrongType)).
         key: String,
     },
-    /// The key lives on another node of a Redis Cluster (a `MOVED` or `ASK` reply): this client
-    /// talks to the one node of its URL and does not follow redirects, so Redis Cluster is not
-    /// supported (every key of a limit shares one hash tag, and every key a script touches is in
-    /// `KEYS`, so the scripts themselves would run on a cluster; the connection does not).
+    /// The key lives on another node of a Redis Cluster (a `MOVED` or `ASK` reply) and the
+    /// limiter talks to the one node of its URL ([`RedisLimiter::builder`](super::RedisLimiter::builder)),
+    /// which does not follow redirects: build it with
+    /// [`RedisLimiter::cluster_builder`](super::RedisLimiter::cluster_builder) and the cluster's
+    /// nodes as seeds. (A cluster limiter follows redirects; one that outlasts its retries is a
+    /// failure the policy answers, never this error.)
     ClusterRedirect {
         /// The key in Redis.
         key: String,
@@ -191,7 +258,7 @@ impl fmt::Display for RedisCheckError {
             }
             RedisCheckError::ClusterRedirect { key, node } => write!(
                 f,
-                "cluster redirect: the Redis key {key:?} lives on node {node}, and this client talks to one node and does not follow redirects (Redis Cluster is not supported)"
+                "cluster redirect: the Redis key {key:?} lives on node {node} of a Redis Cluster, and this limiter talks to one node: build it with `RedisLimiter::cluster_builder` and the cluster's nodes as seeds"
             ),
             RedisCheckError::TimeOutOfRange { now } => write!(
                 f,
@@ -233,11 +300,11 @@ impl fmt::Display for RedisResetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RedisResetError::Failed(failure) => {
-                write!(f, "the reset did not reach Redis ({failure:?}); the key's state may be intact")
+                write!(f, "the reset did not reach Redis ({failure}); the key's state may be intact")
             }
             RedisResetError::ClusterRedirect { key, node } => write!(
                 f,
-                "cluster redirect: the Redis key {key:?} lives on node {node}, and this client talks to one node and does not follow redirects (Redis Cluster is not supported)"
+                "cluster redirect: the Redis key {key:?} lives on node {node} of a Redis Cluster, and this limiter talks to one node: build it with `RedisLimiter::cluster_builder` and the cluster's nodes as seeds"
             ),
             RedisResetError::TimeOutOfRange { now } => write!(
                 f,

@@ -1,23 +1,24 @@
 //! The distributed limiter: one script call per decision over one multiplexed, self-healing
-//! connection, with a deadline and a failure policy.
+//! connection (to one Redis, or to a Redis Cluster), with a deadline and a failure policy.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::Value;
 
 use super::algorithm::{Program, RedisAlgorithm};
-use super::breaker::Breaker;
-use super::error::{RedisCheckError, RedisConfigError, RedisResetError};
+use super::breakers::Breakers;
+use super::builder::Target;
+use super::classify::classify;
+use super::connection::Connection;
+use super::error::{RedisCheckError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
 #[cfg(feature = "tower")]
 use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
-use crate::clock::Clock;
 use crate::{CostTooLarge, Decision};
 
 /// 2^53: the integers a Lua number holds exactly. No TAT a script stored is at or past it.
@@ -37,21 +38,27 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// again by itself after a `NOSCRIPT`, as after a server restart), which reads and writes the
 /// key's state atomically in integer arithmetic, and answers the same [`Decision`](crate::Decision)
 /// a local limiter would ([`RedisDecision::decision`]). The key in Redis is
-/// `{prefix}{{key}}:{algorithm}`, so every key of a limit shares one hash tag, and it expires as
-/// soon as its state is the same as a fresh key's. The connection is to the one node of the URL:
-/// Redis Cluster is not supported (a key on another node is
-/// [`RedisCheckError::ClusterRedirect`]).
+/// `{prefix}{{key}}:{algorithm}`, so every key of a limit shares one hash tag (one slot of a
+/// Redis Cluster), and it expires as soon as its state is the same as a fresh key's.
 ///
-/// The connection is a redis-rs [`ConnectionManager`]: one multiplexed connection, shared by
-/// every concurrent decision, that reconnects by itself. A decision that gets no answer within
-/// the deadline, or gets a connection or server error, is answered by the [`FailurePolicy`],
-/// and [`RedisDecision::decided_by`] says so. A key that holds a foreign value is a typed
-/// [`RedisCheckError`], never a panic.
+/// [`builder`](Self::builder) connects to the one Redis of a URL, through a redis-rs
+/// `ConnectionManager`: one multiplexed connection, shared by every concurrent decision, made
+/// again by itself after a failure. [`cluster_builder`](Self::cluster_builder) connects to a
+/// Redis Cluster from a list of seed nodes, through redis-rs's cluster client: one multiplexed
+/// connection per node, each decision sent to the master of its key's slot, redirections
+/// followed and topology changes retried within the deadline (`docs/distributed.md`, "Redis
+/// Cluster"). A decision that gets no answer within the deadline, or gets a connection or server
+/// error, is answered by the [`FailurePolicy`], and [`RedisDecision::decided_by`] says so, and
+/// [`RedisDecision::failure`] why ([`Failure::cause`]). A key that holds a foreign value is a
+/// typed [`RedisCheckError`], never a panic. [`verify`](Self::verify) (or
+/// [`connect_checked`](super::RedisLimiterBuilder::connect_checked)) tells at start whether the
+/// configuration can work at all.
 ///
 /// Must be built and used inside a tokio runtime with its timer and IO drivers enabled
-/// (`enable_all`); [`connect`](RedisLimiterBuilder::connect) refuses a runtime without timers
-/// ([`RedisConfigError::RuntimeWithoutTimers`]) or without IO
-/// ([`RedisConfigError::RuntimeWithoutIo`]) rather than let a decision panic.
+/// (`enable_all`); [`connect`](super::RedisLimiterBuilder::connect) refuses a runtime without
+/// timers ([`RuntimeWithoutTimers`](super::RedisConfigError::RuntimeWithoutTimers)) or without
+/// IO ([`RuntimeWithoutIo`](super::RedisConfigError::RuntimeWithoutIo)) rather than let a
+/// decision panic.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -77,41 +84,26 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// # }
 /// ```
 pub struct RedisLimiter {
-    connection: ConnectionManager,
-    algorithm: RedisAlgorithm,
-    program: Program,
-    prefix: String,
-    time: TimeSource,
-    deadline: Duration,
-    policy: FailurePolicy,
-    /// The breaker's pause, also the retry-after of a request the fallback can never admit.
-    probe_interval: Duration,
-    /// Shared with the refunds in flight (see [`Refund`]).
-    breaker: Arc<Breaker>,
+    pub(super) connection: Connection,
+    /// Its URL, or its seed nodes (for [`verify`](Self::verify)).
+    pub(super) target: Target,
+    pub(super) algorithm: RedisAlgorithm,
+    pub(super) program: Program,
+    pub(super) prefix: String,
+    pub(super) time: TimeSource,
+    pub(super) deadline: Duration,
+    pub(super) policy: FailurePolicy,
+    /// The breakers' pause, also the retry-after of a request the fallback can never admit.
+    pub(super) probe_interval: Duration,
+    /// One breaker, or one per slot group of a cluster; shared with the refunds in flight (see
+    /// [`Refund`]).
+    pub(super) breakers: Arc<Breakers>,
     /// The tower layer's refunds, each key's sent in the order given back.
     #[cfg(feature = "tower")]
-    refunds: RefundQueue,
+    pub(super) refunds: RefundQueue,
 }
 
 impl RedisLimiter {
-    /// Starts building a limiter on the Redis at `url` (`redis://host:port/db`), running
-    /// `algorithm`, answering by `policy` when Redis does not.
-    pub fn builder(
-        url: impl Into<String>,
-        algorithm: impl Into<RedisAlgorithm>,
-        policy: FailurePolicy,
-    ) -> RedisLimiterBuilder {
-        RedisLimiterBuilder {
-            url: url.into(),
-            algorithm: algorithm.into(),
-            policy,
-            prefix: DEFAULT_PREFIX.to_owned(),
-            time: TimeSource::Server,
-            deadline: DEFAULT_DEADLINE,
-            probe_interval: DEFAULT_PROBE_INTERVAL,
-        }
-    }
-
     /// Decides one request of weight 1 for `key`, and counts it if admitted.
     ///
     /// # Errors
@@ -207,7 +199,7 @@ impl RedisLimiter {
         let now = self.time.now_argument()?;
         Ok(Some(Refund {
             connection: self.connection.clone(),
-            breaker: Arc::clone(&self.breaker),
+            breakers: Arc::clone(&self.breakers),
             key: self.redis_key(key),
             arguments: packed_arguments(cost, self.program.params, now),
             slot_end: end,
@@ -251,6 +243,20 @@ impl RedisLimiter {
         format!("{}{{{key}}}:{suffix}", self.prefix)
     }
 
+    /// The same client's key in the log's other encoding, which the log scripts also read
+    /// (`KEYS[2]`); `None` for the other algorithms, and on a cluster for a client key that is
+    /// empty or starts with `}`: its hash tag is then empty, Redis hashes each whole key, and the
+    /// two keys fall in different slots, which no script may touch together (`CROSSSLOT`). Such a
+    /// log then counts its own encoding's units only (`docs/distributed.md`, "Redis Cluster").
+    fn other_key(&self, key: &str) -> Option<String> {
+        let other = self.program.other_suffix?;
+        let tag_is_empty = key.is_empty() || key.starts_with('}');
+        if tag_is_empty && self.connection.is_cluster() {
+            return None;
+        }
+        Some(self.key_with_suffix(key, other))
+    }
+
     /// The per-decision deadline.
     pub fn deadline(&self) -> Duration {
         self.deadline
@@ -290,24 +296,23 @@ impl RedisLimiter {
             _ => RedisResetError::Failed(Failure::Reply),
         })?;
         let redis_key = self.redis_key(key);
-        let mut call = super::reset::script(&self.algorithm).prepare_invoke();
-        call.key(&redis_key);
-        if let Some(other) = self.program.other_suffix {
-            call.key(self.key_with_suffix(key, other));
-        }
+        let other_key = self.other_key(key);
+        let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
+        let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
         let (arguments, length) = packed_arguments(0, self.program.params, now);
-        call.arg(&arguments[..length]);
-        let mut connection = self.connection.clone();
-        let answer = tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
+        let script = super::reset::script(&self.algorithm);
+        let args: [&[u8]; 1] = [&arguments[..length]];
+        let answer = tokio::time::timeout(self.deadline, self.connection.run(script, keys, &args)).await;
+        let breaker = self.breakers.of(&redis_key);
         match answer {
             Ok(Ok(reply)) => {
-                self.breaker.succeeded();
+                breaker.succeeded();
                 // A reply of another shape (never expected): the keys are deleted, but whether
                 // they were limiting is unknown.
                 super::reset::still_limited(&self.program.reader, &reply)
                     .ok_or(RedisResetError::Failed(Failure::Reply))
             }
-            Ok(Err(error)) => match classify(&error, redis_key, None) {
+            Ok(Err(error)) => match classify(&error, redis_key, None, self.connection.is_cluster()) {
                 Ok(failure) => Err(RedisResetError::Failed(failure)),
                 Err(RedisCheckError::ClusterRedirect { key, node }) => {
                     Err(RedisResetError::ClusterRedirect { key, node })
@@ -356,59 +361,66 @@ impl RedisLimiter {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
-        let other_key = self
-            .program
-            .other_suffix
-            .map(|other| self.key_with_suffix(key, other));
+        let other_key = self.other_key(key);
+        let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
+        let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
         let (arguments, length) = packed_arguments(cost, self.program.params, now);
-        let mut call = self.program.script.prepare_invoke();
-        call.key(&redis_key);
-        if let Some(other_key) = &other_key {
-            call.key(other_key);
-        }
-        call.arg(&arguments[..length]);
+        // The packed arguments, then the mode's: nothing for a check, `'peek'`, or `'slot'` and
+        // the longest wait.
+        let mut args: [&[u8]; 3] = [&arguments[..length], b"", b""];
+        let mut count = 1;
+        #[cfg(feature = "tower")]
+        let max_bytes;
         match mode {
             Mode::Check => {}
             Mode::Peek => {
-                call.arg("peek");
+                args[1] = b"peek";
+                count = 2;
             }
             #[cfg(feature = "tower")]
             Mode::Slot(max) => {
                 // Only the shaper's script has a `'slot'` mode; the others never delay.
                 if matches!(self.program.reader, super::algorithm::Reader::LeakyBucket(_)) {
-                    call.arg("slot");
-                    if let Some(max) = max.map(slot_micros) {
-                        call.arg(&max.to_le_bytes()[..]);
+                    args[1] = b"slot";
+                    count = 2;
+                    max_bytes = max.map(|max| slot_micros(max).to_le_bytes());
+                    if let Some(max) = &max_bytes {
+                        args[2] = &max[..];
+                        count = 3;
                     }
                 }
             }
         }
-        let failure = if self.breaker.should_ask() {
-            let mut connection = self.connection.clone();
-            let answer =
-                tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
-            let failure = match answer {
-                Ok(Ok(reply)) => match self.read(&reply, cost, mode) {
-                    Some((decision, end)) => {
-                        self.breaker.succeeded();
-                        // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
-                        let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
-                        return Ok((RedisDecision::by_redis(decision), end));
+        let breaker = self.breakers.of(&redis_key);
+        let failure = match breaker.should_ask() {
+            Ok(()) => {
+                let call = self.connection.run(&self.program.script, keys, &args[..count]);
+                let answer = tokio::time::timeout(self.deadline, call).await;
+                let failure = match answer {
+                    Ok(Ok(reply)) => match self.read(&reply, cost, mode) {
+                        Some((decision, end)) => {
+                            breaker.succeeded();
+                            // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
+                            let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
+                            return Ok((RedisDecision::by_redis(decision), end));
+                        }
+                        None => Failure::Reply,
+                    },
+                    Ok(Err(error)) => {
+                        let cluster = self.connection.is_cluster();
+                        classify(&error, redis_key, other_key, cluster).inspect_err(|_| {
+                            // Redis answered (about the key's content): it is up.
+                            breaker.succeeded();
+                        })?
                     }
-                    None => Failure::Reply,
-                },
-                Ok(Err(error)) => classify(&error, redis_key, other_key).inspect_err(|_| {
-                    // Redis answered (about the key's content): it is up.
-                    self.breaker.succeeded();
-                })?,
-                Err(_elapsed) => Failure::Timeout,
-            };
-            if matches!(failure, Failure::Timeout | Failure::Connection) {
-                self.breaker.failed();
+                    Err(_elapsed) => Failure::Timeout,
+                };
+                if failure.opens_the_breaker() {
+                    breaker.failed(failure.cause());
+                }
+                failure
             }
-            failure
-        } else {
-            Failure::RecentlyDown
+            Err(cause) => Failure::RecentlyDown(cause),
         };
         let (decision, decided_by, end) =
             self.policy
@@ -472,94 +484,10 @@ pub(super) fn packed_arguments(cost: u64, params: [u64; 2], now: Option<i64>) ->
     }
 }
 
-/// Splits Redis errors into the typed errors about the key's content or the deployment, which
-/// no policy fixes, and the failures the policy answers.
-///
-/// `key` is the key the script decides on; `other`, the same client's key in the log's other
-/// encoding, which the log scripts also read (an error about it names it: `TOLLGATE_OTHER_*`).
-pub(super) fn classify(
-    error: &RedisError,
-    key: String,
-    other: Option<String>,
-) -> Result<Failure, RedisCheckError> {
-    match error.code() {
-        Some("WRONGTYPE") => return Err(RedisCheckError::WrongType { key }),
-        // The same before Redis 7.0, wrapped in an `ERR` (the scripts' own `TOLLGATE_*` errors
-        // are replies, never wrapped): the `GET` of the decided key met another type.
-        Some("ERR") if is_wrapped_script_error(error, "WRONGTYPE") => {
-            return Err(RedisCheckError::WrongType { key })
-        }
-        Some("TOLLGATE_STATE") => return Err(RedisCheckError::CorruptState { key }),
-        Some("TOLLGATE_OTHER_WRONGTYPE") => {
-            return Err(RedisCheckError::WrongType {
-                key: other.unwrap_or(key),
-            })
-        }
-        Some("TOLLGATE_OTHER_STATE") => {
-            return Err(RedisCheckError::CorruptState {
-                key: other.unwrap_or(key),
-            })
-        }
-        _ => {}
-    }
-    // No reply within the connection's response timeout (set to the deadline): the server is
-    // slow, not unreachable.
-    if error.is_timeout() {
-        return Ok(Failure::Timeout);
-    }
-    if let ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) = error.kind() {
-        // The same key is redirected on every call: a cluster behind a one-node client.
-        let node = error.redirect_node().map_or_else(
-            || error.detail().unwrap_or_default().to_owned(),
-            |(node, _slot)| node.to_owned(),
-        );
-        return Err(RedisCheckError::ClusterRedirect { key, node });
-    }
-    Ok(match error.kind() {
-        // Memory full under `noeviction`: an error reply redis-rs does not name (`Extension`),
-        // told apart for the operators' alerts.
-        ErrorKind::Extension if error.code() == Some("OOM") => Failure::OutOfMemory,
-        // The same before Redis 7.0, which wraps a script's error in an `ERR` of its own.
-        ErrorKind::Server(_) if is_script_out_of_memory(error) => Failure::OutOfMemory,
-        // An error reply whose code redis-rs does not name (`BUSY`, `MISCONF`, `NOREPLICAS`...)
-        // is `Extension`: Redis answered all the same.
-        ErrorKind::Server(_) | ErrorKind::Extension => Failure::Server,
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Failure::Reply,
-        _ => Failure::Connection,
-    })
-}
-
-/// Whether this thread runs in a tokio runtime whose timers work, so that no decision's
-/// deadline panics later. Tokio has no query for its time driver, and creating a timer without
-/// one panics: the one timer created here tells, once, at construction. (The panic hook still
-/// reports that panic; with `panic = "abort"` it aborts here, at construction.)
-fn runtime_has_timers() -> Result<(), RedisConfigError> {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return Err(RedisConfigError::RuntimeWithoutTimers);
-    }
-    std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO)))
-        .map_err(|_| RedisConfigError::RuntimeWithoutTimers)
-}
-
-/// Whether this thread's tokio runtime has its IO driver, which the connection (made lazily,
-/// at the first decision) needs. Tokio has no query for it either: registering one socket with
-/// it tells, once, at construction, as for the timers. Where no socket can be made here, the
-/// connection will tell, as failures the policy answers.
-fn runtime_has_io() -> Result<(), RedisConfigError> {
-    let Ok(socket) = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)) else {
-        return Ok(());
-    };
-    // Tokio takes a socket that does not block (registering one that does is a misuse).
-    if socket.set_nonblocking(true).is_err() {
-        return Ok(());
-    }
-    std::panic::catch_unwind(|| drop(tokio::net::UdpSocket::from_std(socket)))
-        .map_err(|_| RedisConfigError::RuntimeWithoutIo)
-}
-
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
+            .field("connection", &self.connection)
             .field("prefix", &self.prefix)
             .field("algorithm", &self.program.suffix)
             .field("capacity", &self.program.capacity)
@@ -567,266 +495,5 @@ impl fmt::Debug for RedisLimiter {
             .field("deadline", &self.deadline)
             .field("policy", &self.policy)
             .finish_non_exhaustive()
-    }
-}
-
-/// Configures a [`RedisLimiter`]; see [`RedisLimiter::builder`]. Its `Debug` output hides the
-/// URL's password ([`redacted_url`](super::redacted_url)).
-#[must_use = "a builder does nothing until `connect` is awaited"]
-pub struct RedisLimiterBuilder {
-    url: String,
-    algorithm: RedisAlgorithm,
-    policy: FailurePolicy,
-    prefix: String,
-    time: TimeSource,
-    deadline: Duration,
-    probe_interval: Duration,
-}
-
-/// The client's complaint about a URL, as tollgate's own error: the `redis` crate's error type
-/// stays out of tollgate's API.
-fn invalid_url(error: RedisError) -> RedisConfigError {
-    RedisConfigError::InvalidUrl {
-        reason: error.to_string(),
-    }
-}
-
-impl fmt::Debug for RedisLimiterBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisLimiterBuilder")
-            .field("url", &super::redacted_url(&self.url))
-            .field("algorithm", &self.algorithm)
-            .field("policy", &self.policy)
-            .field("prefix", &self.prefix)
-            .field("time", &self.time)
-            .field("deadline", &self.deadline)
-            .field("probe_interval", &self.probe_interval)
-            .finish()
-    }
-}
-
-impl RedisLimiterBuilder {
-    /// The prefix of every key ([`DEFAULT_PREFIX`] unless set). Limits that must not share
-    /// counts need distinct prefixes; it may not contain a brace.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Times decisions by `clock` instead of the server's `TIME` (see [`TimeSource`]).
-    pub fn client_time(self, clock: impl Clock + 'static) -> Self {
-        self.time(TimeSource::client(clock))
-    }
-
-    /// Where `now` comes from ([`TimeSource::Server`] unless set).
-    pub fn time(mut self, time: TimeSource) -> Self {
-        self.time = time;
-        self
-    }
-
-    /// How long a decision waits for Redis before the failure policy answers
-    /// ([`DEFAULT_DEADLINE`] unless set).
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = deadline;
-        self
-    }
-
-    /// After a timeout or a connection failure, how long decisions go straight to the failure
-    /// policy without asking Redis, except one probe per interval ([`DEFAULT_PROBE_INTERVAL`]
-    /// unless set). While Redis is down, requests then wait for nothing instead of the deadline.
-    pub fn probe_interval(mut self, interval: Duration) -> Self {
-        self.probe_interval = interval;
-        self
-    }
-
-    /// Validates the configuration and sets up the connection. The connection is made lazily:
-    /// a limiter built while Redis is down answers by its failure policy until Redis is back.
-    ///
-    /// Must run inside the tokio runtime the limiter will decide in, built with its timer and
-    /// IO drivers (`enable_all`): each decision waits for Redis under a tokio timer.
-    ///
-    /// # Errors
-    /// [`RedisConfigError`]: an invalid URL, a prefix with a brace, a zero deadline, a window
-    /// that is not whole microseconds, parameters past exact integers in Lua, or no tokio
-    /// runtime with timers and IO here ([`RedisConfigError::RuntimeWithoutTimers`],
-    /// [`RedisConfigError::RuntimeWithoutIo`]).
-    pub async fn connect(self) -> Result<RedisLimiter, RedisConfigError> {
-        runtime_has_timers()?;
-        runtime_has_io()?;
-        if self.prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::BraceInPrefix { prefix: self.prefix });
-        }
-        if self.deadline.is_zero() {
-            return Err(RedisConfigError::ZeroDeadline);
-        }
-        let program = self.algorithm.program()?;
-        let client = Client::open(self.url.as_str()).map_err(invalid_url)?;
-        let config = ConnectionManagerConfig::new()
-            // Retry soon after a restart; the deadline, not the backoff, bounds each decision.
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(500))
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            // Answers later than the deadline are dropped, so that a hung server does not pile up
-            // requests in the connection.
-            .set_response_timeout(Some(self.deadline));
-        let connection = ConnectionManager::new_lazy_with_config(client, config).map_err(invalid_url)?;
-        Ok(RedisLimiter {
-            connection,
-            algorithm: self.algorithm,
-            program,
-            prefix: self.prefix,
-            time: self.time,
-            deadline: self.deadline,
-            policy: self.policy,
-            probe_interval: self.probe_interval,
-            breaker: Arc::new(Breaker::new(self.probe_interval)),
-            #[cfg(feature = "tower")]
-            refunds: RefundQueue::default(),
-        })
-    }
-}
-
-/// Whether `error` is the `OOM` of a script's first write as Redis before 7.0 answers it: an
-/// `ERR` reply that wraps the command's own error after a `-` (`ERR Error running script (call
-/// to f_...): @user_script:41: @user_script: 41: -OOM command not allowed when used memory >
-/// 'maxmemory'.`). Redis 7.0 and later answer the command's own code, `OOM`.
-fn is_script_out_of_memory(error: &RedisError) -> bool {
-    is_wrapped_script_error(error, "OOM")
-}
-
-/// Whether `error` is a command's `code` error inside a script, as Redis before 7.0 answers it
-/// (wrapped in an `ERR`, as for [`is_script_out_of_memory`]).
-fn is_wrapped_script_error(error: &RedisError, code: &str) -> bool {
-    error.code() == Some("ERR")
-        && error.detail().is_some_and(|detail| {
-            detail.starts_with("Error running script")
-                && detail.match_indices(": -").any(|(at, _)| {
-                    detail[at + 3..]
-                        .strip_prefix(code)
-                        .is_some_and(|rest| rest.starts_with(' '))
-                })
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn server_error(kind: ServerErrorKind, description: &'static str, detail: &str) -> RedisError {
-        RedisError::from((ErrorKind::Server(kind), description, detail.to_owned()))
-    }
-
-    /// A builder logged with `{:?}` must not write the Redis password into the log.
-    #[test]
-    fn a_builder_debug_hides_the_password() {
-        let bucket = crate::TokenBucket::new("10/s".parse().unwrap()).unwrap();
-        let builder = RedisLimiter::builder(
-            "redis://default:hunter2@redis.internal:6379/0",
-            bucket,
-            FailurePolicy::FailOpen,
-        );
-        let shown = format!("{builder:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(
-            shown.contains("redis://default:***@redis.internal:6379/0"),
-            "{shown}"
-        );
-    }
-
-    #[test]
-    fn cluster_redirects_are_a_typed_error_naming_the_node() {
-        for kind in [ServerErrorKind::Moved, ServerErrorKind::Ask] {
-            let error = server_error(kind, "key moved", "3999 127.0.0.1:17002");
-            assert_eq!(
-                classify(&error, "tollgate:{k}:tb2".to_owned(), None),
-                Err(RedisCheckError::ClusterRedirect {
-                    key: "tollgate:{k}:tb2".to_owned(),
-                    node: "127.0.0.1:17002".to_owned(),
-                })
-            );
-        }
-    }
-
-    #[test]
-    fn other_server_errors_fall_to_the_policy() {
-        for kind in [
-            ServerErrorKind::ReadOnly,
-            ServerErrorKind::BusyLoading,
-            ServerErrorKind::ClusterDown,
-        ] {
-            let error = server_error(kind, "server error", "detail");
-            assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
-        }
-    }
-
-    /// Error codes redis-rs does not name are `ErrorKind::Extension`: still Redis's answer,
-    /// never a connection failure (which would also open the breaker).
-    #[test]
-    fn unnamed_server_errors_fall_to_the_policy_as_server_errors() {
-        for code in ["BUSY", "MISCONF", "NOREPLICAS"] {
-            let error = redis::make_extension_error(code.to_owned(), Some("detail".to_owned()));
-            assert_eq!(error.kind(), ErrorKind::Extension);
-            assert_eq!(
-                classify(&error, "k".to_owned(), None),
-                Ok(Failure::Server),
-                "{code}"
-            );
-        }
-    }
-
-    /// `OOM` is what a script's write gets with memory full under `noeviction`
-    /// (`tests/redis_memory.rs`): a failure of its own, for the operators' alerts.
-    #[test]
-    fn out_of_memory_is_its_own_failure() {
-        let error = redis::make_extension_error(
-            "OOM".to_owned(),
-            Some("command not allowed when used memory > 'maxmemory'.".to_owned()),
-        );
-        assert_eq!(error.kind(), ErrorKind::Extension);
-        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
-    }
-
-    /// Before Redis 7.0 a script's error reply does not keep the code of the command that
-    /// failed in it: the same `OOM` of a script's first write reaches the client wrapped in an
-    /// `ERR` (the reply below, as Redis 5 and 6 send it). It is memory all the same.
-    #[test]
-    fn out_of_memory_inside_a_script_before_redis_7_is_its_own_failure() {
-        let reply = b"-ERR Error running script (call to f_8f55ae4a3be429c6d38c5d5db3e80edf89197b64): \
-            @user_script:41: @user_script: 41: -OOM command not allowed when used memory > 'maxmemory'.\r\n";
-        let error = redis::parse_redis_value(reply)
-            .and_then(Value::extract_error)
-            .expect_err("an error reply");
-        assert_eq!(error.code(), Some("ERR"));
-        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::OutOfMemory));
-        // Another script error stays a server error.
-        let reply = b"-ERR Error running script (call to f_8f): @user_script:3: -BUSYKEY Target key name already exists.\r\n";
-        let error = redis::parse_redis_value(reply)
-            .and_then(Value::extract_error)
-            .expect_err("an error reply");
-        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
-    }
-
-    /// Likewise a key of another type met by a script's `GET` (Redis 5 and 6): the typed error
-    /// that Redis 7 gives, not a failure for the policy to answer (which, failing open, would
-    /// admit that key's every request uncounted). A `WRONGTYPE` only named in the message of
-    /// another error is not one.
-    #[test]
-    fn a_key_of_another_type_inside_a_script_before_redis_7_is_a_typed_error() {
-        let reply = b"-ERR Error running script (call to f_84c51cec304677c1c8508656a2f0d8a820275e33): \
-            @user_script:29: @user_script: 29: -WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-        let error = redis::parse_redis_value(reply)
-            .and_then(Value::extract_error)
-            .expect_err("an error reply");
-        assert_eq!(
-            classify(&error, "tollgate:{k}:tb2".to_owned(), None),
-            Err(RedisCheckError::WrongType {
-                key: "tollgate:{k}:tb2".to_owned()
-            })
-        );
-        let reply = b"-ERR Error running script (call to f_8f): @user_script:3: -BUSYKEY not -WRONGTYPEs\r\n";
-        let error = redis::parse_redis_value(reply)
-            .and_then(Value::extract_error)
-            .expect_err("an error reply");
-        assert_eq!(classify(&error, "k".to_owned(), None), Ok(Failure::Server));
     }
 }

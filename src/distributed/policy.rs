@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cause::RedisFailureCause;
 use super::limiter::Mode;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
@@ -308,18 +309,24 @@ pub enum DecidedBy {
     Fallback,
 }
 
-/// Why Redis did not decide.
+/// Why Redis did not decide: a category, and for the connection's and the server's failures
+/// their [`RedisFailureCause`] ([`cause`](Self::cause) gives one for every category).
+///
+/// Its `Display` says what happened and what to fix: `Connection(ConnectionRefused)` reads
+/// "the connection to Redis failed: connection refused: nothing listens at that host and port
+/// (check the address, and that Redis runs)".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Failure {
     /// No reply within the per-decision deadline (Redis slow, or reconnecting).
     Timeout,
-    /// The connection failed (refused, reset, closed): the connection manager reconnects in the
-    /// background.
-    Connection,
-    /// Redis answered with an error of its own (loading, read-only, busy...), other than
-    /// [`OutOfMemory`](Self::OutOfMemory).
-    Server,
+    /// The connection could not be made or was lost (refused, reset, the password or the
+    /// database of the URL refused at set-up...): the connection is made again by itself (see
+    /// `docs/distributed.md`, "Failures").
+    Connection(RedisFailureCause),
+    /// Redis answered with an error of its own (loading, read-only, busy, a cluster's topology
+    /// changing...), other than [`OutOfMemory`](Self::OutOfMemory).
+    Server(RedisFailureCause),
     /// Redis refused the decision's write for memory (`OOM`: `used_memory` above `maxmemory`
     /// under `noeviction`): the state in Redis is as it was, nothing counted. Apart from
     /// [`Server`](Self::Server) so that operators can alert on it: it lasts until memory is
@@ -333,9 +340,63 @@ pub enum Failure {
     OutOfMemory,
     /// Redis answered something that is not a decision.
     Reply,
-    /// Redis failed (timed out or lost the connection) less than a probe interval ago, so it
-    /// was not asked (see [`RedisLimiterBuilder::probe_interval`](super::RedisLimiterBuilder::probe_interval)).
-    RecentlyDown,
+    /// Redis failed (timed out or lost the connection) less than a probe interval ago, for this
+    /// cause (the last failure's), so it was not asked (see
+    /// [`RedisLimiterBuilder::probe_interval`](super::RedisLimiterBuilder::probe_interval)). On a
+    /// cluster, "Redis" is the slots of the key's group (see `docs/distributed.md`, "Redis
+    /// Cluster").
+    RecentlyDown(RedisFailureCause),
+}
+
+impl Failure {
+    /// The cause: the one carried, or the category's own (a timeout, memory, a reply).
+    pub fn cause(&self) -> RedisFailureCause {
+        match *self {
+            Failure::Timeout => RedisFailureCause::Timeout,
+            Failure::Connection(cause) | Failure::Server(cause) | Failure::RecentlyDown(cause) => cause,
+            Failure::OutOfMemory => RedisFailureCause::OutOfMemory,
+            Failure::Reply => RedisFailureCause::UnexpectedReply,
+        }
+    }
+
+    /// The failure a Redis client's error is: its cause, in the category it belongs to.
+    pub(crate) fn from_cause(cause: RedisFailureCause) -> Failure {
+        match cause {
+            RedisFailureCause::Timeout => Failure::Timeout,
+            RedisFailureCause::ConnectionRefused
+            | RedisFailureCause::ConnectionLost
+            | RedisFailureCause::Unreachable
+            | RedisFailureCause::AuthenticationFailed
+            | RedisFailureCause::NoSuchDatabase
+            | RedisFailureCause::NotACluster => Failure::Connection(cause),
+            RedisFailureCause::OutOfMemory => Failure::OutOfMemory,
+            RedisFailureCause::UnexpectedReply => Failure::Reply,
+            _ => Failure::Server(cause),
+        }
+    }
+
+    /// Whether decisions should skip Redis for a pause after this failure: Redis did not
+    /// answer, or the connection could not be made (an error reply is an answer, within one
+    /// round trip).
+    pub(crate) fn opens_the_breaker(&self) -> bool {
+        matches!(self, Failure::Timeout | Failure::Connection(_))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Timeout => write!(f, "Redis did not answer: {}", RedisFailureCause::Timeout),
+            Failure::Connection(cause) => write!(f, "the connection to Redis failed: {cause}"),
+            Failure::Server(cause) => write!(f, "Redis answered an error: {cause}"),
+            Failure::OutOfMemory => write!(f, "{}", RedisFailureCause::OutOfMemory),
+            Failure::Reply => write!(f, "{}", RedisFailureCause::UnexpectedReply),
+            Failure::RecentlyDown(cause) => write!(
+                f,
+                "not asked: Redis failed less than a probe interval ago ({cause})"
+            ),
+        }
+    }
 }
 
 /// A distributed decision: the core's [`Decision`], and which path made it.

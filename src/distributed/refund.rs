@@ -4,20 +4,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::Value;
 
 use super::algorithm::GCRA_REFUND;
-use super::breaker::Breaker;
+use super::breakers::Breakers;
+use super::classify::classify;
+use super::connection::Connection;
 use super::error::RedisCheckError;
-use super::limiter::classify;
 
 /// One refund, prepared: it owns everything its round trip needs (a handle on the shared
-/// connection and breaker, the key, the packed arguments), so that it can wait in the
+/// connection and breakers, the key, the packed arguments), so that it can wait in the
 /// limiter's refund queue, started from a destructor.
 pub(crate) struct Refund {
-    pub(crate) connection: ConnectionManager,
-    pub(crate) breaker: Arc<Breaker>,
+    pub(crate) connection: Connection,
+    pub(crate) breakers: Arc<Breakers>,
     pub(crate) key: String,
     pub(crate) arguments: ([u8; 32], usize),
     /// The end of the slot given back (µs): the TAT moves back only if it still equals it.
@@ -37,26 +37,26 @@ impl Refund {
     /// which waits on Redis anyway, finds out by itself (a refund that took the probe and failed
     /// leaves the breaker open for another pause, as any failed probe).
     pub(crate) async fn run(self) -> Result<bool, RedisCheckError> {
-        if !self.breaker.should_ask() {
+        let breaker = self.breakers.of(&self.key);
+        if breaker.should_ask().is_err() {
             return Ok(false);
         }
         let (arguments, length) = self.arguments;
-        let mut call = GCRA_REFUND.prepare_invoke();
-        call.key(&self.key).arg(&arguments[..length]);
-        if let Some(end) = self.slot_end {
-            call.arg(&end.to_le_bytes()[..]);
-        }
-        let mut connection = self.connection;
-        let answer = tokio::time::timeout(self.deadline, call.invoke_async::<Value>(&mut connection)).await;
+        let end = self.slot_end.map(u64::to_le_bytes);
+        let args: [&[u8]; 2] = [&arguments[..length], end.as_ref().map_or(&[][..], |end| &end[..])];
+        let args = &args[..if end.is_some() { 2 } else { 1 }];
+        let keys = [self.key.as_str()];
+        let answer =
+            tokio::time::timeout(self.deadline, self.connection.run(&GCRA_REFUND, &keys, args)).await;
         match answer {
             Ok(Ok(reply)) => {
-                self.breaker.succeeded();
+                breaker.succeeded();
                 Ok(matches!(reply, Value::Int(1)))
             }
-            Ok(Err(error)) => match classify(&error, self.key, None) {
+            Ok(Err(error)) => match classify(&error, self.key.clone(), None, self.connection.is_cluster()) {
                 Err(about_the_key) => {
                     // Redis answered (about the key's content): it is up.
-                    self.breaker.succeeded();
+                    breaker.succeeded();
                     Err(about_the_key)
                 }
                 Ok(_failure) => Ok(false),

@@ -3,13 +3,14 @@
 
 use std::sync::LazyLock;
 
-use redis::{Script, Value};
+use redis::Value;
 
 use super::algorithm::{
     Reader, RedisAlgorithm, FIXED_WINDOW_SCRIPT, GCRA_SCRIPT, PACKED_LOG_LIMIT, SLIDING_LOG_LIST_SCRIPT,
     SLIDING_LOG_SCRIPT, SLIDING_WINDOW_SCRIPT,
 };
 use super::reply;
+use super::script::LuaScript;
 
 /// The wrapper: the decision script's source goes in place of its marker line.
 const RESET_SCRIPT: &str = include_str!("reset.lua");
@@ -17,19 +18,19 @@ const RESET_SCRIPT: &str = include_str!("reset.lua");
 /// The line of [`RESET_SCRIPT`] the decision script replaces.
 const MARKER: &str = "--[[decision script]]";
 
-static GCRA_RESET: LazyLock<Script> = LazyLock::new(|| wrapped(GCRA_SCRIPT));
-static FIXED_WINDOW_RESET: LazyLock<Script> = LazyLock::new(|| wrapped(FIXED_WINDOW_SCRIPT));
-static SLIDING_WINDOW_RESET: LazyLock<Script> = LazyLock::new(|| wrapped(SLIDING_WINDOW_SCRIPT));
-static SLIDING_LOG_RESET: LazyLock<Script> = LazyLock::new(|| wrapped(SLIDING_LOG_SCRIPT));
-static SLIDING_LOG_LIST_RESET: LazyLock<Script> = LazyLock::new(|| wrapped(SLIDING_LOG_LIST_SCRIPT));
+static GCRA_RESET: LazyLock<LuaScript> = LazyLock::new(|| wrapped(GCRA_SCRIPT));
+static FIXED_WINDOW_RESET: LazyLock<LuaScript> = LazyLock::new(|| wrapped(FIXED_WINDOW_SCRIPT));
+static SLIDING_WINDOW_RESET: LazyLock<LuaScript> = LazyLock::new(|| wrapped(SLIDING_WINDOW_SCRIPT));
+static SLIDING_LOG_RESET: LazyLock<LuaScript> = LazyLock::new(|| wrapped(SLIDING_LOG_SCRIPT));
+static SLIDING_LOG_LIST_RESET: LazyLock<LuaScript> = LazyLock::new(|| wrapped(SLIDING_LOG_LIST_SCRIPT));
 
 /// `reset.lua` around `decision`, the body of its `decide` function.
-fn wrapped(decision: &str) -> Script {
-    Script::new(&RESET_SCRIPT.replacen(MARKER, decision, 1))
+fn wrapped(decision: &str) -> LuaScript {
+    LuaScript::new(RESET_SCRIPT.replacen(MARKER, decision, 1))
 }
 
 /// The reset script of `algorithm` (each is built, and its SHA-1 computed, once per process).
-pub(super) fn script(algorithm: &RedisAlgorithm) -> &'static Script {
+pub(super) fn script(algorithm: &RedisAlgorithm) -> &'static LuaScript {
     match algorithm {
         RedisAlgorithm::TokenBucket(_) | RedisAlgorithm::LeakyBucket(_) => &GCRA_RESET,
         RedisAlgorithm::FixedWindow(_) => &FIXED_WINDOW_RESET,

@@ -1,10 +1,13 @@
 //! A real `redis-server` for the distributed limiter's tests and benchmark: started on a free
-//! loopback port with no persistence, waited for until it answers `PING`, killed on drop.
+//! loopback port with no persistence, waited for until it answers `PING`, killed on drop; and a
+//! real Redis Cluster of six of them (`cluster.rs`).
 //!
 //! A missing `redis-server` binary is a failure, never a skip: set `TOLLGATE_REDIS_SERVER` to
 //! its path when it is not on `PATH` (`.ci/run` installs it).
 
 #![allow(dead_code)]
+
+pub(crate) mod cluster;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,8 +15,26 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter, RedisLimiterBuilder};
 use tollgate::ManualClock;
+
+/// Where a test's limiters keep their state: one `redis-server`, or a Redis Cluster.
+pub(crate) trait Backend {
+    /// A builder of a limiter on this backend.
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder;
+}
+
+impl Backend for RedisServer {
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder {
+        RedisLimiter::builder(self.url(), algorithm, policy)
+    }
+}
+
+impl Backend for cluster::RedisCluster {
+    fn limiter(&self, algorithm: RedisAlgorithm, policy: FailurePolicy) -> RedisLimiterBuilder {
+        RedisLimiter::cluster_builder(self.seeds(), algorithm, policy)
+    }
+}
 
 /// A running `redis-server`, killed (and its directory removed) on drop.
 #[derive(Debug)]
@@ -23,6 +44,8 @@ pub(crate) struct RedisServer {
     dir: PathBuf,
     /// Arguments added to the common ones (`start_with`).
     extra: Vec<String>,
+    /// The `sh` that kills the server when this process exits ([`kill_at_exit`](Self::kill_at_exit)).
+    watcher: Option<Child>,
 }
 
 impl RedisServer {
@@ -34,6 +57,16 @@ impl RedisServer {
     /// Starts a server with `extra` arguments (`--cluster-enabled yes`, ...) after the common
     /// ones, and waits until it answers.
     pub(crate) fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(free_port, extra)
+    }
+
+    /// Starts a node of a Redis Cluster: as [`start_with`](Self::start_with), on a port whose
+    /// cluster bus port (`port + 10000`) is free too.
+    pub(crate) fn start_cluster_node(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(cluster::free_cluster_port, extra)
+    }
+
+    fn start_on(free_port: fn() -> u16, extra: &[&str]) -> RedisServer {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -43,6 +76,7 @@ impl RedisServer {
                 port,
                 dir,
                 extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
+                watcher: None,
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -60,6 +94,32 @@ impl RedisServer {
     /// The loopback port it listens on.
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether the process is running (not killed by the test).
+    pub(crate) fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server and removes its directory when this test process exits, however it
+    /// exits: for a server in a `static`, which is never dropped. A `sh` waits for this process
+    /// to end, polling every 0.2 s.
+    pub(crate) fn kill_at_exit(&mut self) {
+        let Some(child) = &self.child else {
+            return;
+        };
+        let watch = "while kill -0 \"$1\" 2>/dev/null; do sleep 0.2; done; kill -9 \"$2\"; rm -rf \"$3\"";
+        let watcher = Command::new("sh")
+            .args(["-c", watch, "kill-at-exit"])
+            .arg(std::process::id().to_string())
+            .arg(child.id().to_string())
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh, to kill the shared servers at exit");
+        self.watcher = Some(watcher);
     }
 
     /// Kills the server (SIGKILL), as a crash would.
@@ -128,6 +188,10 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(mut watcher) = self.watcher.take() {
+            let _ = watcher.kill();
+            let _ = watcher.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -144,15 +208,19 @@ fn ping(port: u16) -> bool {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    // A server started with `--requirepass` answers `-NOAUTH Authentication required.`: up.
     let mut reply = [0; 7];
-    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }
 
-/// A limiter on `server` deciding on the caller's `clock` (client-time mode), with its keys under
-/// `prefix` and a deadline no loaded machine reaches. It fails closed, so a decision that did not
-/// come from Redis is never mistaken for one that did (the tests also check `decided_by`).
+/// A limiter on `server` (one Redis, or a cluster) deciding on the caller's `clock` (client-time
+/// mode), with its keys under `prefix` and a deadline no loaded machine reaches. It fails closed,
+/// so a decision that did not come from Redis is never mistaken for one that did (the tests also
+/// check `decided_by`).
 pub(crate) async fn client_time_limiter(
-    server: &RedisServer,
+    server: &impl Backend,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
@@ -165,13 +233,14 @@ pub(crate) async fn client_time_limiter(
 
 /// [`client_time_limiter`] with another failure policy.
 pub(crate) async fn client_time_limiter_with(
-    server: &RedisServer,
+    server: &impl Backend,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
     policy: FailurePolicy,
 ) -> RedisLimiter {
-    RedisLimiter::builder(server.url(), algorithm, policy)
+    server
+        .limiter(algorithm.into(), policy)
         .client_time(clock.clone())
         .deadline(Duration::from_secs(5))
         .prefix(prefix)
