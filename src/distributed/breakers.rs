@@ -58,17 +58,23 @@ impl Guard {
     }
 }
 
-/// The breakers of one limiter.
+/// The breakers of one limiter, and the cause of the last failure any of them met.
 #[derive(Debug)]
 pub(crate) struct Breakers {
     guards: Box<[Guard]>,
+    /// [`RedisFailureCause::code`] of the last failure, or [`NO_FAILURE`].
+    last: AtomicU8,
 }
+
+/// `Breakers::last` before any failure.
+const NO_FAILURE: u8 = u8::MAX;
 
 impl Breakers {
     /// One breaker for a single Redis.
     pub(crate) fn single(pause: Duration) -> Breakers {
         Breakers {
             guards: Box::new([Guard::new(pause)]),
+            last: AtomicU8::new(NO_FAILURE),
         }
     }
 
@@ -76,6 +82,25 @@ impl Breakers {
     pub(crate) fn cluster(pause: Duration) -> Breakers {
         Breakers {
             guards: (0..SLOTS / SLOTS_PER_GROUP).map(|_| Guard::new(pause)).collect(),
+            last: AtomicU8::new(NO_FAILURE),
+        }
+    }
+
+    /// Redis failed for `cause` on the key whose breaker is `guard` (one of these): skip it for
+    /// a pause, and remember the cause as the limiter's last.
+    pub(crate) fn failed(&self, guard: &Guard, cause: RedisFailureCause) {
+        // Relaxed: a report, read by a caller that wants the latest cause; nothing else is
+        // published through it.
+        self.last.store(cause.code(), Ordering::Relaxed);
+        guard.failed(cause);
+    }
+
+    /// The cause of the last failure of any breaker, or `None` when Redis never failed.
+    pub(crate) fn last_failure(&self) -> Option<RedisFailureCause> {
+        // Relaxed: as in `failed`.
+        match self.last.load(Ordering::Relaxed) {
+            NO_FAILURE => None,
+            code => Some(RedisFailureCause::from_code(code)),
         }
     }
 
@@ -140,6 +165,19 @@ mod tests {
             Err(RedisFailureCause::ConnectionRefused)
         );
         assert_eq!(breakers.of("tollgate:{b}:tb2").should_ask(), Ok(()));
+        assert_eq!(breakers.last_failure(), None);
+        breakers.failed(
+            breakers.of("tollgate:{b}:tb2"),
+            RedisFailureCause::AuthenticationFailed,
+        );
+        assert_eq!(
+            breakers.last_failure(),
+            Some(RedisFailureCause::AuthenticationFailed)
+        );
+        assert_eq!(
+            breakers.of("tollgate:{b}:tb2").should_ask(),
+            Err(RedisFailureCause::AuthenticationFailed)
+        );
         breakers.of("tollgate:{a}:tb2").succeeded();
         assert_eq!(breakers.of("tollgate:{a}:tb2").should_ask(), Ok(()));
         let single = Breakers::single(Duration::from_secs(60));

@@ -10,6 +10,7 @@ use redis::Value;
 use super::algorithm::{Program, RedisAlgorithm};
 use super::breakers::Breakers;
 use super::builder::Target;
+use super::cause::RedisFailureCause;
 use super::classify::classify;
 use super::connection::Connection;
 use super::error::{RedisCheckError, RedisResetError};
@@ -234,6 +235,14 @@ impl RedisLimiter {
         &self.policy
     }
 
+    /// The cause of the last failure to reach Redis (any key, any node), or `None` when every
+    /// call so far was answered: for a service's log or status line, beside the decisions its
+    /// failure policy made. It stays after Redis answers again; compare it between reports, or
+    /// read each decision's [`RedisDecision::failure`] for the cause of that decision.
+    pub fn last_failure(&self) -> Option<RedisFailureCause> {
+        self.breakers.last_failure()
+    }
+
     /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
     pub fn redis_key(&self, key: &str) -> String {
         self.key_with_suffix(key, self.program.suffix)
@@ -416,7 +425,7 @@ impl RedisLimiter {
                     Err(_elapsed) => Failure::Timeout,
                 };
                 if failure.opens_the_breaker() {
-                    breaker.failed(failure.cause());
+                    self.breakers.failed(breaker, failure.cause());
                 }
                 failure
             }
