@@ -1,8 +1,8 @@
 //! tollgate's keyed limiter beside governor's (`RateLimiter` on its DashMap state store, as
 //! `RateLimiter::keyed` builds it) and beside the keyed floor (`floor`: a table of the same size,
 //! a hash, a clock read and one 16-byte load and CAS; `src/keyed_floor.rs`), on `u64` keys and the
-//! same quota (1/s, burst 1,000,000,000: every decision is admitted and adds debt, so no key is
-//! ever idle), measured in the same run.
+//! same quota (one per 10 s, burst 100,000,000: every decision is admitted and adds debt, so no
+//! key is ever idle), measured in the same run.
 //!
 //! Every scenario runs on both clock kinds, each group holding every implementation as
 //! `implementation/parameter`:
@@ -63,9 +63,9 @@ fn still_admitted<L: Keyed>(name: &str, limiter: &L, key: u64) {
 }
 
 /// The hot key's limiter, reused from sample to sample and built again (untimed) before the key
-/// has taken half its burst: every admitted decision adds a second of debt against a burst of
-/// [`BURST`], so at about 12 ns a decision a run of more than about 12 s on one limiter (a longer
-/// `BENCH_ARGS`) would reach the denied path, and the check after it would stop the benchmark.
+/// has taken half its burst: every admitted decision takes one of [`BURST`], so at about 12 ns a
+/// decision a run of more than about 1.2 s on one limiter would reach the denied path, and the
+/// check after it would stop the benchmark.
 struct HotLimiter<L> {
     limiter: Option<L>,
     decided: u64,

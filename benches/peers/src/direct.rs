@@ -124,7 +124,7 @@ fn quota(text: &str) -> Quota {
 
 fn fresh<A, C>(_: &DirectLimiter<A, C>) {}
 
-/// tollgate's token bucket (GCRA): 1/s with a burst of [`BURST`] (allowed: the quota every peer
+/// tollgate's token bucket (GCRA): one per 10 s with a burst of [`BURST`] (allowed: the quota every peer
 /// runs), 1/h (denied).
 pub fn tollgate_token_bucket<C: Clock>(clock: C) -> TollgateDirect<TokenBucket, C> {
     TollgateDirect {
@@ -248,7 +248,8 @@ where
     }
 }
 
-/// governor's direct limiter on clock `C`: 1/s with a burst of [`BURST`] (allowed), 1/h (denied).
+/// governor's direct limiter on clock `C`: one per 10 s with a burst of [`BURST`] (allowed), 1/h
+/// (denied).
 #[derive(Debug)]
 pub struct GovernorDirect<C>(pub C);
 

@@ -34,7 +34,7 @@ pub use float_bucket::{FloatTokenBucket, MutexTokenBucket};
 pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
-    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
+    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD, PERIOD,
 };
 pub use keyed_floor::{
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use tollgate::Clock;
 
-use crate::{Direct, DirectContender, DirectLoops, BURST};
+use crate::{Direct, DirectContender, DirectLoops, BURST, PERIOD};
 
 /// The reference decision: a TAT in one cache-padded word, and its quota.
 #[derive(Debug)]
@@ -93,8 +93,8 @@ impl<C: Clock> Direct for MinimalGcra<C> {
     }
 }
 
-/// The GCRA reference with tollgate's token bucket's benchmark quotas: 1/s with a burst of
-/// [`BURST`] (allowed), 1/h (denied, after its one admission).
+/// The GCRA reference with tollgate's token bucket's benchmark quotas: one per [`PERIOD`] with a
+/// burst of [`BURST`] (allowed), 1/h (denied, after its one admission).
 #[derive(Debug)]
 pub struct MinimalBucket<C>(pub C);
 
@@ -109,7 +109,7 @@ where
     }
 
     fn allowed(&self) -> MinimalGcra<C> {
-        MinimalGcra::new(self.0.clone(), Duration::from_secs(1), u64::from(BURST))
+        MinimalGcra::new(self.0.clone(), PERIOD, u64::from(BURST))
     }
 
     fn denied(&self) -> MinimalGcra<C> {

@@ -20,7 +20,7 @@
 //! Allowed-path scenarios run in chunks of 10,000 decisions on fresh limiters, as the criterion
 //! benchmark does; keyed scenarios fill their limiter before the loop, with every key decided once.
 //! Keyed limiters run the long-lived quota (`TollgateKeyed::long_lived`): under callgrind a fill
-//! of 1,000,000 keys takes many seconds, and with the benchmark quota's one second of debt per
+//! of 1,000,000 keys takes many seconds, and with the benchmark quota's ten seconds of debt per
 //! decision the first keys would be idle, and reclaimed, before the loop reached them.
 
 use std::process::ExitCode;
