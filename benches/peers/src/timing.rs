@@ -18,9 +18,11 @@
 //! none): LTO would let each binary re-optimize this crate's code. And one build of this crate:
 //! a command that builds a probe without any bench target resolves features without the
 //! dev-dependencies and compiles a second `tollgate-peers`, so `benches/run` builds the probes
-//! with `--benches`. `benches/loop_code.py` shows whether the binaries' loops are the same code,
+//! with `--benches`. The `bench` profile also builds this crate in one codegen unit (the
+//! workspace's `Cargo.toml`), so that what is inlined into a loop does not depend on how rustc
+//! splits the crate. `benches/loop_code.py` shows whether the binaries' loops are the same code,
 //! and `benches/report.py` sets every one-thread contention row beside the same implementation's
-//! single-thread row.
+//! single-thread row ("How far to trust a row").
 //!
 //! A limiter type no binary has timed yet needs one line in `src/compiled_loops.rs`; without it,
 //! a scenario over that type does not compile.
