@@ -47,7 +47,7 @@ class Target:
         if self.value <= self.bound:
             return "met"
         if self.points:
-            return f"**missed by {self.value - self.bound:.1f} points**"
+            return f"**missed by {self.value - self.bound:.1f} percentage points**"
         excess = (self.value / self.bound - 1) * 100
         return f"**missed by {excess:.2f}%**" if excess < 1 else f"**missed by {excess:.1f}%**"
 
