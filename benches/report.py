@@ -639,6 +639,12 @@ def trust_lines(machine, sections, loaded):
     lines = ["Measured in this run:", ""]
     lines += [f"- {line}" for section in sections for line in section.noise]
     lines += [f"- {line}" for line in same_loop_drift(loaded)]
+    busiest = max((load[0] for load in (machine.get("load_start"), machine.get("load_end")) if load), default=0)
+    if busiest > machine["logical_cpus"] / 2:
+        lines.append(
+            f"- The machine was busy: a load average of {busiest:.2f} (1 min) on {machine['logical_cpus']} "
+            "logical CPUs, so other work shared the cores with the rows and moved them."
+        )
     steal = ", ".join(f"{s['name']} {s['steal_percent']:.1f}%" for s in machine["sections"] if "steal_percent" in s)
     lines.append(
         f"- CPU time the hypervisor gave to other guests (steal, /proc/stat): {machine.get('steal_percent', 0):.1f}% "
