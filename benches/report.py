@@ -729,8 +729,13 @@ def main(args):
         if not path.exists():
             print(f"left out: {section.__name__} (no {path})", file=sys.stderr)
             continue
-        loaded[name] = json.loads(path.read_text())
-        sections.append(section(loaded[name]))
+        try:
+            data = json.loads(path.read_text())
+            sections.append(section(data))
+        except (ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+            print(f"left out: {section.__name__} ({path} does not read: {error!r})", file=sys.stderr)
+            continue
+        loaded[name] = data
     if not sections:
         print(f"no results under {results}: nothing to write", file=sys.stderr)
         return 1
