@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Instructions per decision of every single-threaded scenario, counted by callgrind.
 
-    python3 benches/instructions.py PATH/TO/instructions OUT.json [DECISIONS]
+    python3 benches/instructions.py PATH/TO/instructions OUT.json [--decisions N] [PREFIX ...]
 
-Runs `instructions list`, then, for each scenario, `valgrind --tool=callgrind` with collection
+Runs `instructions list`, then, for each scenario (each that starts with one of the PREFIXes, if
+any are given, e.g. `direct/` or `keyed/`), `valgrind --tool=callgrind` with collection
 switched on only inside the benchmarks' timed loops (`tollgate_peers::timing::decide_*`), and
-divides the instructions collected (Ir) by the number of decisions (default 100,000; an insert
+divides the instructions collected (Ir) by the number of decisions (N, default 100,000; an insert
 scenario inserts 1,000,000 fresh keys into a table built for that many, as the timed insert rows
 do). Writes
 {scenario: instructions per decision} to OUT.json. Instruction counts do not drift with the noise
@@ -50,9 +51,12 @@ def main(args):
     if len(args) < 2:
         print(__doc__)
         return 2
-    binary, out_path = args[0], args[1]
-    decisions = int(args[2]) if len(args) > 2 else 100_000
-    scenarios = subprocess.run([binary, "list"], check=True, capture_output=True, text=True).stdout.split()
+    binary, out_path, rest = args[0], args[1], args[2:]
+    decisions = 100_000
+    if rest[:1] == ["--decisions"]:
+        decisions, rest = int(rest[1]), rest[2:]
+    listed = subprocess.run([binary, "list"], check=True, capture_output=True, text=True).stdout.split()
+    scenarios = [name for name in listed if not rest or name.startswith(tuple(rest))]
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
         for scenario in scenarios:

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Server time of one `redis.call` of each command a limiter script makes, inside a Lua script
-(docs/benchmarks.md, "Redis (issue 7)", "What one call costs").
+"""Server time of one `redis.call` of each command a limiter script makes, inside a Lua script.
 
     python3 benches/redis_call_costs.py [ROUNDS]
 

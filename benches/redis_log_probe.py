@@ -1,34 +1,35 @@
 #!/usr/bin/env python3
-"""Server time per call of the sliding log's script against the seed article's, on admission-heavy
-loads (docs/benchmarks.md, "Redis (issue 7)", the table "workload (window, limit)").
+"""Server time per call of the sliding log's script against a plain Lua token bucket script, on
+admission-heavy loads.
 
     W=60000000 L=256 python3 benches/redis_log_probe.py [ROUNDS] [SCRIPT.lua ...]
 
 Starts its own redis-server on a free loopback port (`--save "" --appendonly no`), then, per
-round, runs the seed article's script (copied from benches/redis_speed.rs, whole-second client
-time, capacity SEED_LIMIT (default 10), 2 per second) and each SCRIPT (default:
-src/distributed/sliding_log.lua) for 2 s each: 50 pipelined EVALSHA calls at a time over 10,000 keys, on the server's clock, the log
-with window W microseconds (default 5,000,000) and limit L (default 10), after `FLUSHALL` and a
-short warm-up. Prints calls per second, the share admitted and `usec_per_call` from
-`INFO commandstats` (server time per call, the commands a script runs included), and the best
-of the rounds. Compare an earlier script with, for example,
-`git show 8762c56:src/distributed/sliding_log.lua > /tmp/previous.lua`. With the default
-capacity the seed's script refuses most calls (a refusal writes its hash but sets no expiry);
-`SEED_LIMIT=1000000000` makes it admit every call too, for a comparison of admissions alone.
+round, runs the plain token bucket script (`PLAIN_BUCKET_SCRIPT`, read from
+benches/redis_speed.rs: HMGET of the tokens and the last update, refill, HSET, EXPIRE; whole-second
+client time, capacity BUCKET_LIMIT (default 10), 2 per second) and each SCRIPT (default:
+src/distributed/sliding_log.lua) for 2 s each: 50 pipelined EVALSHA calls at a time over 10,000
+keys, on the server's clock, the log with window W microseconds (default 5,000,000) and limit L
+(default 10), after `FLUSHALL` and a short warm-up. Prints calls per second, the share admitted
+and `usec_per_call` from `INFO commandstats` (server time per call, the commands a script runs
+included), and the best of the rounds. Another version of a script compares the same way, for
+example `git show REV:src/distributed/sliding_log.lua > /tmp/other.lua`. With the default
+capacity the plain script refuses most calls (a refusal writes its hash but sets no expiry);
+`BUCKET_LIMIT=1000000000` makes it admit every call too, for a comparison of admissions alone.
 
     MIX=benchmark [RATE=130000] [KEYS=10000] python3 benches/redis_log_probe.py [ROUNDS] [SCRIPT.lua ...]
 
 reproduces instead the mix of `cargo bench --features redis --bench redis_speed` at 50 tasks
 (benches/redis_speed.rs; W and L are ignored): the log at 10 per 5 s with both keys the limiter
-passes (`tollgate:{IP}:log2`, and `tollgate:{IP}:log` as KEYS[2]), the seed's time argument
-moving with the clock's whole seconds, and at most RATE calls per second (default 130,000, about
-the benchmark's rate for these two rows), so that each of the 10,000 keys is asked as often as
-there: within the 2.2 s after `FLUSHALL`, 10 admissions per key then refusals, no record leaving
-its window. Prints the same lines; compare `calls/s` with RATE (a slower client, on a loaded
-machine, asks each key less often: then halve RATE and KEYS together, which keeps each key's
-rate) and `admitted` with the benchmark's mix (about 0.3 for the log). WARMUP=6 warms up for 6 s
-instead of 0.2: past the first window, in the steady state the benchmark would reach if it ran
-longer, where records leave the window between admissions (admitted about 0.15).
+passes (`tollgate:{IP}:log2`, and `tollgate:{IP}:log` as KEYS[2]), the plain script's time
+argument moving with the clock's whole seconds, and at most RATE calls per second (default
+130,000, about the benchmark's rate for these two rows), so that each of the 10,000 keys is asked
+as often as there: within the 2.2 s after `FLUSHALL`, 10 admissions per key then refusals, no
+record leaving its window. Prints the same lines; compare `calls/s` with RATE (a slower client,
+on a loaded machine, asks each key less often: then halve RATE and KEYS together, which keeps
+each key's rate) and `admitted` with the benchmark's mix (about 0.3 for the log). WARMUP=6 warms
+up for 6 s instead of 0.2: past the first window, in the steady state the benchmark would reach
+if it ran longer, where records leave the window between admissions (admitted about 0.15).
 """
 
 import os
@@ -116,18 +117,19 @@ class Connection:
 
 
 def admits(answer, signed=False):
-    """Whether a reply admits: a packed reply whose first field is 1; an integer 1 (the seed's
-    script), or with `signed` any integer >= 0 (tollgate's scripts: a refusal is negative)."""
+    """Whether a reply admits: a packed reply whose first field is 1; an integer 1 (the plain
+    bucket script), or with `signed` any integer >= 0 (tollgate's scripts: a refusal is negative)."""
     if isinstance(answer, bytes):
         return answer[0] == 1
     return answer >= 0 if signed else answer == 1
 
 
-def seed_script():
+def plain_bucket_script():
+    """The plain Lua token bucket script of benches/redis_speed.rs (`PLAIN_BUCKET_SCRIPT`)."""
     source = open(os.path.join(ROOT, "benches", "redis_speed.rs")).read()
-    match = re.search(r'const SEED_SCRIPT: &str = r#"(.*?)"#;', source, re.S)
+    match = re.search(r'const PLAIN_BUCKET_SCRIPT: &str = r#"(.*?)"#;', source, re.S)
     if not match:
-        raise RuntimeError("SEED_SCRIPT not found in benches/redis_speed.rs")
+        raise RuntimeError("PLAIN_BUCKET_SCRIPT not found in benches/redis_speed.rs")
     return match.group(1)
 
 
@@ -162,8 +164,9 @@ def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, pre
     `prepare(conn)` if given (`warmup` seconds instead if given); prints and returns
     `usec_per_call`. With `rate` (calls per second),
     sends no faster than that, rebuilds the requests at each new whole second of the clock (the
-    seed's time argument), and reads replies by the faster `Connection.admitted`. `signed`: an
-    integer reply admits if >= 0 (tollgate's scripts), not only if 1 (the seed's)."""
+    plain script's time argument), and reads replies by the faster `Connection.admitted`.
+    `signed`: an integer reply admits if >= 0 (tollgate's scripts), not only if 1 (the plain
+    script's)."""
     conn = Connection(port)
     conn.call("FLUSHALL")
     if prepare is not None:
@@ -218,13 +221,13 @@ def main(args):
     rate = float(os.environ.get("RATE", "130000")) if benchmark else None
     keys = int(os.environ.get("KEYS", "10000")) if benchmark else 10_000
     warmup = float(os.environ["WARMUP"]) if benchmark and "WARMUP" in os.environ else None
-    seed_limit = os.environ.get("SEED_LIMIT", "10")
+    bucket_limit = os.environ.get("BUCKET_LIMIT", "10")
     packed = struct.pack("<qqq", 1, window, limit)  # cost 1, w, limit; the server's clock
-    seed = seed_script()
+    bucket = plain_bucket_script()
 
-    def seed_request(sha, key):
+    def bucket_request(sha, key):
         now = str(int(time.time()))
-        return encode("EVALSHA", sha, "1", f"seed:10.0.{key // 256}.{key % 256}", seed_limit, now, "2")
+        return encode("EVALSHA", sha, "1", f"bucket:10.0.{key // 256}.{key % 256}", bucket_limit, now, "2")
 
     def log_request(sha, key):
         if benchmark:
@@ -237,7 +240,7 @@ def main(args):
     try:
         best = {}
         for _ in range(rounds):
-            best.setdefault("seed", []).append(measure(port, seed, seed_request, "seed article's script", keys=keys, rate=rate, warmup=warmup))
+            best.setdefault("plain Lua token bucket", []).append(measure(port, bucket, bucket_request, "plain Lua token bucket", keys=keys, rate=rate, warmup=warmup))
             for path in scripts:
                 name = os.path.basename(path)
                 best.setdefault(name, []).append(measure(port, open(path).read(), log_request, name, keys=keys, rate=rate, signed=True, warmup=warmup))

@@ -1,5 +1,5 @@
-//! Decisions per second and latency through Redis: SET, the seed article's token bucket script,
-//! and each tollgate script, at 1 and 50 concurrent tasks over one multiplexed connection, with
+//! Decisions per second and latency through Redis: SET, a plain Lua token bucket script
+//! (`PLAIN_BUCKET_SCRIPT`, below), and each tollgate script, at 1 and 50 concurrent tasks over one multiplexed connection, with
 //! each one's server time per call from `INFO commandstats`. Prints a markdown table.
 //!
 //! `cargo bench --features redis --bench redis_speed` (needs `redis-server`, started here on a
@@ -21,14 +21,18 @@ use redis_load::{measure, Load, KEYS};
 use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 
-/// The seed article's script, verbatim ("Redis Lua Script untuk Token Bucket").
-const SEED_SCRIPT: &str = r#"-- Redis Lua Script untuk Token Bucket
+/// A token bucket script as it is commonly written, the baseline of every script's row: a hash
+/// of two fields per key (the tokens left, a float, and the client's time of the last update, in
+/// whole seconds), read with HMGET, refilled by the seconds elapsed times the rate and capped at
+/// the capacity, one token taken when at least one is there, written back with HSET, and an
+/// expiry of an hour set on each admission. It answers 1 (admitted) or 0, and nothing else.
+const PLAIN_BUCKET_SCRIPT: &str = r#"-- A plain token bucket
 local key = KEYS[1]
-local limit = tonumber(ARGV[1])        -- Kapasitas maksimum ember (cth: 10)
-local current_time = tonumber(ARGV[2]) -- Timestamp saat ini dalam detik
-local refill_rate = tonumber(ARGV[3])  -- Token per detik (cth: 2)
+local limit = tonumber(ARGV[1])        -- the bucket's capacity (e.g. 10)
+local current_time = tonumber(ARGV[2]) -- the client's time, in seconds
+local refill_rate = tonumber(ARGV[3])  -- tokens per second (e.g. 2)
 
--- Ambil data bucket: [tokens, last_updated]
+-- The bucket: [tokens, last_updated]
 local data = redis.call("HMGET", key, "tokens", "last_updated")
 local tokens = tonumber(data[1])
 local last_updated = tonumber(data[2])
@@ -37,28 +41,28 @@ if tokens == nil then
     tokens = limit
     last_updated = current_time
 else
-    -- Hitung penambahan token sejak request terakhir
+    -- Refill for the time since the last request
     local delta = math.max(0, current_time - last_updated)
     tokens = math.min(limit, tokens + (delta * refill_rate))
     last_updated = current_time
 end
 
--- Periksa apakah token mencukupi
+-- Take a token if there is one
 if tokens >= 1 then
     tokens = tokens - 1
     redis.call("HSET", key, "tokens", tokens, "last_updated", last_updated)
-    redis.call("EXPIRE", key, 3600) -- TTL 1 jam
-    return 1 -- Izinkan request
+    redis.call("EXPIRE", key, 3600) -- an hour to live
+    return 1 -- admitted
 else
     redis.call("HSET", key, "tokens", tokens, "last_updated", last_updated)
-    return 0 -- Tolak request (429)
+    return 0 -- refused (429)
 end
 "#;
 
 #[derive(Clone)]
 enum Operation {
     Set(ConnectionManager),
-    Seed(ConnectionManager, Arc<Script>),
+    PlainBucket(ConnectionManager, Arc<Script>),
     Tollgate(Arc<RedisLimiter>),
 }
 
@@ -75,20 +79,20 @@ impl Load for Operation {
                     .await
                     .expect("SET");
             }
-            Operation::Seed(connection, script) => {
+            Operation::PlainBucket(connection, script) => {
                 let mut connection = connection.clone();
                 let seconds = SystemTime::now()
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .unwrap()
                     .as_secs();
                 let _: i64 = script
-                    .key(format!("seed:{key}"))
+                    .key(format!("bucket:{key}"))
                     .arg(10)
                     .arg(seconds)
                     .arg(2)
                     .invoke_async(&mut connection)
                     .await
-                    .expect("the seed's script");
+                    .expect("the plain bucket script");
             }
             Operation::Tollgate(limiter) => {
                 let answer = limiter.check(&key).await.expect("a tollgate decision");
@@ -150,7 +154,7 @@ async fn run(full: bool) {
         .unwrap_or("?")
         .to_owned();
     let (duration, rounds) = redis_load::settings(full);
-    // The seed's parameters everywhere: 10 at once, 2 per second.
+    // The plain script's parameters everywhere: 10 at once, 2 per second.
     let quota = "2/s burst 10".parse().expect("quota");
     let window = "10/5s".parse().expect("quota");
     let algorithms: [(&str, RedisAlgorithm); 5] = [
@@ -178,9 +182,9 @@ async fn run(full: bool) {
     let mut operations = vec![
         ("SET".to_owned(), "set", Operation::Set(connection.clone())),
         (
-            "seed article's script".to_owned(),
+            "plain Lua token bucket".to_owned(),
             "evalsha",
-            Operation::Seed(connection.clone(), Arc::new(Script::new(SEED_SCRIPT))),
+            Operation::PlainBucket(connection.clone(), Arc::new(Script::new(PLAIN_BUCKET_SCRIPT))),
         ),
     ];
     for (name, algorithm) in algorithms {

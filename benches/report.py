@@ -1,30 +1,147 @@
 #!/usr/bin/env python3
-"""Turns one run of the comparison into the tables of docs/benchmarks.md and its pictures.
+"""Writes docs/benchmarks.md, the whole page, and its pictures, from one run of `benches/run`.
 
-    python3 benches/report.py CRITERION_DIR RESULTS_DIR DOC IMG_DIR
+    python3 benches/report.py RESULTS_DIR DOC IMG_DIR
 
-Reads criterion's medians (CRITERION_DIR/**/new/{benchmark,estimates}.json), the instruction
-counts (RESULTS_DIR/instructions.json, from benches/instructions.py), the memory probe's output
-(RESULTS_DIR/memory-*.txt), the churn run's table (RESULTS_DIR/churn.md, from the `churn` binary)
-and the machine's description (RESULTS_DIR/machine.md). Replaces, in
-DOC, the text between each `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` pair with the
-fresh table NAME (all tables also go to RESULTS_DIR/tables.md), and writes IMG_DIR/bench-*.svg.
-Every ratio divides two rows of the same run. `benches/run` runs all of it.
+The page is: the machine and the command (RESULTS_DIR/machine.json), the targets with their
+verdicts, one section per results file, then how far to trust a row. Each section is one small
+function below reading one results file (listed in `SECTIONS`); a section whose file is missing
+is left out, with a line on stderr, never filled with older figures. A section returns its text,
+its pictures, the targets its rows are measured against and what it measured of the run's
+noise; the targets table and the last section gather those. Every ratio divides two rows of the
+same run. Pictures docs/img/bench-*.svg that this run did not draw are deleted.
+
+A new section: a function `NAME(data) -> Section` here, a line in `SECTIONS`, and a function
+`section_NAME` in benches/run that writes RESULTS_DIR/NAME.json.
 """
 
 import json
+import math
 import re
+import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import svg  # noqa: E402
 
 CLOCKS = ["precise", "coarse"]
-KEY_COUNTS = [1_000, 10_000, 100_000, 1_000_000]
-# The insert row: its time counts building the table (see benches/peers/benches/keyed.rs).
-INSERT_LABEL = "insert (per new key: a new table built, then filled from empty to 1,000,000)"
-THREADS = [1, 2, 4]
+PAGE_LINES = 300
+
+
+@dataclass
+class Target:
+    """A bound on one measured value: met when `value <= bound`."""
+
+    what: str
+    row: str
+    clock: str | None
+    value: float
+    bound: float
+    shown: str
+    noise: float | None = None
+    points: bool = False
+
+    def verdict(self):
+        if self.value <= self.bound:
+            return "met"
+        if self.points:
+            return f"**missed by {self.value - self.bound:.1f} percentage points**"
+        excess = (self.value / self.bound - 1) * 100
+        return f"**missed by {excess:.2f}%**" if excess < 1 else f"**missed by {excess:.1f}%**"
+
+    def cell(self):
+        noise = f" ±{self.noise * 100:.1f}%" if self.noise is not None else ""
+        return f"{self.shown}{noise}: {self.verdict()}"
+
+
+@dataclass
+class Section:
+    """One section of the page: its title, Markdown lines, pictures (file name: SVG), targets and
+    noise (lines for "How far to trust a row")."""
+
+    title: str
+    lines: list
+    pictures: dict = field(default_factory=dict)
+    targets: list = field(default_factory=list)
+    noise: list = field(default_factory=list)
+
+
+# Formatting ------------------------------------------------------------------------------------
+
+
+def ns(value):
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 100 else f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def times(a, b):
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def shown_ratio(ratio, bound):
+    """A ratio to two decimals, or three when two would print the bound itself beside a miss."""
+    text = f"{ratio:.2f}"
+    if float(text) == bound and ratio != bound:
+        text = f"{ratio:.3f}"
+    return f"{text}x"
+
+
+def spread(row):
+    """The half-width of criterion's 95% confidence interval of a row's median, over the median."""
+    return (row["high"] - row["low"]) / 2 / row["ns"] if row else None
+
+
+def ratio_noise(a, b):
+    return spread(a) + spread(b) if a and b else None
+
+
+def value(row):
+    return row["ns"] if row else None
+
+
+def instructions(counts, key):
+    found = counts.get(key)
+    return f"{found:.0f}" if found is not None else "-"
+
+
+def table(head, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(head) - 1)
+    return ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"] + [
+        "| " + " | ".join(str(cell) for cell in row) + " |" for row in rows
+    ]
+
+
+def picture_line(pictures, alt):
+    """The pictures side by side, each described by `alt` and its file name."""
+    return " ".join(
+        f"![{alt}: {name.removeprefix('bench-').removesuffix('.svg').replace('-', ', ')}](img/{name})"
+        for name in pictures
+    )
+
+
+def noise_summary(name, groups):
+    """One line on the spread of criterion's confidence intervals over every row of `groups`."""
+    spreads = sorted(
+        (spread(row), f"{group.split('/', 1)[1]}/{key}")
+        for group, rows in groups.items()
+        for key, row in rows.items()
+        if row and row["ns"]
+    )
+    if not spreads:
+        return []
+    middle = statistics.median(value for value, _ in spreads)
+    widest, where = spreads[-1]
+    return [
+        f"{name}: criterion's 95% confidence interval of a row's median is ±{middle * 100:.1f}% for "
+        f"the median row, ±{widest * 100:.1f}% for the widest (`{where}`), over {len(spreads)} rows."
+    ]
+
+
+# Direct limiters -------------------------------------------------------------------------------
+
 TOLLGATE_DIRECT = [
     "tollgate_token_bucket",
     "tollgate_leaky_bucket",
@@ -32,379 +149,629 @@ TOLLGATE_DIRECT = [
     "tollgate_sliding_window",
     "tollgate_sliding_log",
 ]
-# References, not limiters: a window's admission without what a real limiter adds
-# (benches/peers/src/minimal_windows.rs), timed as the windows are.
-MINIMAL_DIRECT = ["minimal_fixed_window", "minimal_sliding_window"]
+# Each single-cell algorithm's stripped reference (benches/peers/src/minimal_*.rs); the sliding
+# log has none.
+REFERENCE = {
+    "tollgate_token_bucket": "minimal_gcra",
+    "tollgate_leaky_bucket": "minimal_gcra",
+    "tollgate_fixed_window": "minimal_fixed_window",
+    "tollgate_sliding_window": "minimal_sliding_window",
+}
+REFERENCES = ["minimal_gcra", "minimal_fixed_window", "minimal_sliding_window"]
 DIRECT_PEERS = ["governor", "ratelimit", "ratelimit_std", "mutex_f64_bucket"]
-FLOORS = [
-    "floor/clock_read",
-    "floor/clock_read+load+cas",
-    "floor/clock_read+hash+load16+cas16",
-    "floor/clock_read+hash+load8x2+cas8",
-    "floor/clock_read+hash+place+load16+cas16",
-    "floor/clock_read+hash+place+load8x2+cas8",
-    "floor/minimal_gcra",
-    "floor/std_instant_now",
-    "floor/governor_clock_read",
-]
 FLOOR = "floor/clock_read+load+cas"
+FLOORS = {
+    "floor/clock_read": "one clock read",
+    FLOOR: "a clock read, one load and one CAS of an 8-byte word: what no direct decision skips",
+    "floor/std_instant_now": "`std::time::Instant::now()`",
+    "floor/governor_clock_read": "a read of governor's clock, as its decision makes it",
+    "floor/clock_read+hash+load16+cas16": "a clock read, a key's hash, one 16-byte load and CAS",
+    "floor/clock_read+hash+place+load16+cas16": "the same, the slot placed by the hash among 65,536",
+    "floor/clock_read+hash+load8x2+cas8": "a two-word slot (tag, state): two loads, an 8-byte CAS",
+    "floor/clock_read+hash+place+load8x2+cas8": "the same, placed, the tag read again",
+}
+DIRECT_TARGET_REFERENCE = 1.1
+DIRECT_TARGET_GOVERNOR = 1.05
 
 
-def load_criterion(root):
-    """{group: {row: ns per element}}, the median of each benchmark divided by its elements."""
-    groups = {}
-    for bench in Path(root).glob("**/new/benchmark.json"):
-        meta = json.loads(bench.read_text())
-        estimates = json.loads((bench.parent / "estimates.json").read_text())
-        elements = (meta.get("throughput") or {}).get("Elements", 1) or 1
-        row = meta["function_id"] + (("/" + meta["value_str"]) if meta.get("value_str") else "")
-        groups.setdefault(meta["group_id"], {})[row] = estimates["median"]["point_estimate"] / elements
-    return groups
-
-
-def ratio(a, b):
-    return f"{a / b:.2f}x" if a is not None and b else "-"
-
-
-def ns(value):
-    return f"{value:.2f}" if value is not None else "-"
-
-
-def instr(counts, key):
-    value = counts.get(key)
-    return f"{value:.0f}" if value is not None else "-"
-
-
-def direct_table(groups, counts, clock):
-    rows = groups.get(f"direct/{clock}", {})
-    peers = [peer for peer in ["governor", "ratelimit", "mutex_f64_bucket"] if f"{peer}/allowed" in rows]
-    head = "| limiter | path | median ns | instructions | ÷ floor |" + "".join(f" ÷ {p} |" for p in peers)
-    lines = [head, "|---|---|---:|---:|---:|" + "---:|" * len(peers)]
-    for floor in FLOORS:
-        if floor in rows:
-            lines.append(
-                f"| {floor} | | {ns(rows[floor])} | {instr(counts, f'direct/{clock}/{floor}')} | "
-                f"{ratio(rows[floor], rows.get(FLOOR))} |" + " |" * len(peers)
-            )
-    for limiter in TOLLGATE_DIRECT + MINIMAL_DIRECT + DIRECT_PEERS:
+def direct(data):
+    groups, counts = data["groups"], data["instructions"]
+    rows = {clock: groups.get(f"direct/{clock}", {}) for clock in CLOCKS}
+    lines = [
+        "Nanoseconds per decision (criterion's median) and instructions per decision (callgrind) of "
+        "one limiter on one thread: `allowed` admits every decision, `denied` refuses every one. "
+        "Every row runs through the same never-inlined loop "
+        "(`benches/peers/src/timing.rs`); ratios divide this row's time by the named row's, same "
+        "clock, same path. The references (`minimal_*`) are each algorithm's decision stripped "
+        "of what a real limiter adds (`benches/peers/src/minimal_gcra.rs`, `minimal_windows.rs`).",
+        "",
+    ]
+    floor_rows = []
+    for name, what in FLOORS.items():
+        if any(name in rows[clock] for clock in CLOCKS):
+            cells = [name, what]
+            for clock in CLOCKS:
+                cells += [ns(value(rows[clock].get(name))), instructions(counts, f"direct/{clock}/{name}")]
+            floor_rows.append(cells)
+    lines += table(
+        ["floor", "what it does", "precise ns", "instr.", "coarse ns", "instr."],
+        floor_rows,
+        ["---", "---", "---:", "---:", "---:", "---:"],
+    )
+    lines.append("")
+    limiter_rows, targets = [], []
+    for limiter in TOLLGATE_DIRECT + REFERENCES + DIRECT_PEERS:
         for path in ["allowed", "denied"]:
-            value = rows.get(f"{limiter}/{path}")
-            if value is None:
+            if not any(f"{limiter}/{path}" in rows[clock] for clock in CLOCKS):
                 continue
-            cells = "".join(
-                f" {ratio(value, rows.get(f'{peer}/{path}')) if peer != limiter else ''} |" for peer in peers
-            )
-            lines.append(
-                f"| {limiter} | {path} | {ns(value)} | {instr(counts, f'direct/{clock}/{limiter}/{path}')} | "
-                f"{ratio(value, rows.get(FLOOR))} |{cells}"
-            )
+            cells = [limiter, path]
+            for clock in CLOCKS:
+                this = rows[clock].get(f"{limiter}/{path}")
+                reference = rows[clock].get(f"{REFERENCE.get(limiter)}/{path}")
+                governor = rows[clock].get(f"governor/{path}")
+                cells += [
+                    ns(value(this)),
+                    instructions(counts, f"direct/{clock}/{limiter}/{path}"),
+                    times(value(this), value(reference)),
+                    times(value(this), value(governor)) if limiter != "governor" else "",
+                    times(value(this), value(rows[clock].get(FLOOR))),
+                ]
+                if limiter in REFERENCE and this:
+                    targets += direct_targets(limiter, path, clock, this, reference, governor)
+            limiter_rows.append(cells)
+    # The reference targets first, then governor's.
+    targets.sort(key=lambda target: "governor" in target.what)
+    head = ["limiter", "path"]
+    for clock in CLOCKS:
+        head += [f"{clock} ns", "instr.", "÷ reference", "÷ governor", "÷ floor"]
+    lines += table(head, limiter_rows, ["---", "---"] + ["---:"] * 10)
     loop = counts.get("direct/loop/nothing")
-    note = f"\n\nInstructions include the timed loop's own {loop:.0f} per decision." if loop is not None else ""
-    return "\n".join(lines) + note
+    if loop is not None:
+        lines += ["", f"Instruction counts include the timed loop's own {loop:.0f} per decision."]
+    pictures = {}
+    for clock in CLOCKS:
+        names = [name for name in TOLLGATE_DIRECT + REFERENCES + DIRECT_PEERS if f"{name}/allowed" in rows[clock]]
+        if names:
+            pictures[f"bench-direct-{clock}.svg"] = svg.bar_chart(
+                f"Direct limiters, one thread ({clock} clock)",
+                "ns per decision (median)",
+                names,
+                [(path, [value(rows[clock].get(f"{name}/{path}")) for name in names]) for path in ["allowed", "denied"]],
+            )
+    if pictures:
+        lines += ["", picture_line(pictures, "ns per decision")]
+    return Section("Direct limiters", lines, pictures, targets, noise_summary("Direct limiters", groups))
 
 
-def keyed_rows(groups, clock):
-    """[(label, keys, tollgate ns, governor ns, instruction-count key suffix)]"""
+def direct_targets(limiter, path, clock, this, reference, governor):
+    row = f"`{limiter}`, {path}"
+    targets = []
+    if reference:
+        targets.append(
+            Target(
+                f"within {DIRECT_TARGET_REFERENCE}x of `{REFERENCE[limiter]}`",
+                row,
+                clock,
+                this["ns"] / reference["ns"],
+                DIRECT_TARGET_REFERENCE,
+                shown_ratio(this["ns"] / reference["ns"], DIRECT_TARGET_REFERENCE),
+                ratio_noise(this, reference),
+            )
+        )
+    if governor:
+        bound = DIRECT_TARGET_GOVERNOR
+        targets.append(
+            Target(
+                "at most 5% slower than governor",
+                row,
+                clock,
+                this["ns"] / governor["ns"],
+                bound,
+                shown_ratio(this["ns"] / governor["ns"], bound),
+                ratio_noise(this, governor),
+            )
+        )
+    return targets
+
+
+# Keyed limiters --------------------------------------------------------------------------------
+
+KEY_COUNTS = [1_000, 10_000, 100_000, 1_000_000]
+KEYED = ["tollgate", "governor", "floor"]
+HOT_KEY_TARGET_FLOOR = 1.3
+
+
+def keyed_scenarios(groups, clock):
+    """[(scenario, keys, {implementation: row}, instruction-count key with {} for the name)]."""
     out = []
     hot = groups.get(f"keyed/{clock}/hot_key", {})
-    out.append(("hot key", 1, hot.get("tollgate/1_key"), hot.get("governor/1_key"), "hot_key/{}"))
+    out.append(("hot key", 1, {name: hot.get(f"{name}/1_key") for name in KEYED}, f"keyed/{clock}/hot_key/{{}}"))
     for order in ["round_robin", "zipf"]:
         rows = groups.get(f"keyed/{clock}/{order}", {})
         for keys in KEY_COUNTS:
-            out.append(
-                (
-                    order.replace("_", "-"),
-                    keys,
-                    rows.get(f"tollgate/{keys}"),
-                    rows.get(f"governor/{keys}"),
-                    f"{order}/{{}}/{keys}",
-                )
-            )
+            found = {name: rows.get(f"{name}/{keys}") for name in KEYED}
+            out.append((order.replace("_", "-"), keys, found, f"keyed/{clock}/{order}/{{}}/{keys}"))
     insert = groups.get(f"keyed/{clock}/insert", {})
-    out.append(
-        (
-            INSERT_LABEL,
-            1_000_000,
-            insert.get("tollgate/fill_1000000"),
-            insert.get("governor/fill_1000000"),
-            "insert/{}",
-        )
-    )
-    return out
+    found = {name: insert.get(f"{name}/fill_1000000") for name in KEYED}
+    out.append(("insert, per new key", 1_000_000, found, f"keyed/{clock}/insert/{{}}"))
+    return [scenario for scenario in out if any(scenario[2].values())]
 
 
-def keyed_table(groups, counts, clock):
+def keyed(data):
+    groups, counts = data["groups"], data["instructions"]
     lines = [
-        "| scenario | keys | tollgate ns | governor ns | governor ÷ tollgate | tollgate instr. | governor instr. |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "A `KeyedLimiter<u64, TokenBucket>` beside governor's keyed limiter (its DashMap store, "
+        "pre-sized, its default SipHash hasher) and beside the keyed floor of a table of the same "
+        "size (a hash, a clock read, one 16-byte load and CAS of the key's home slot: "
+        "`benches/peers/src/keyed_floor.rs`). Every decision is admitted. The hot key is one key "
+        "of a table built for 10,000; round-robin and Zipf (exponent 0.99) run over tables "
+        "holding exactly their keys; an insert fills a table built for 1,000,000 from empty, "
+        "its build included. Ratios divide tollgate's time by the named row's.",
     ]
-    for label, keys, ours, theirs, key in keyed_rows(groups, clock):
-        if ours is None and theirs is None:
-            continue
-        lines.append(
-            f"| {label} | {keys:,} | {ns(ours)} | {ns(theirs)} | {ratio(theirs, ours)} | "
-            f"{instr(counts, f'keyed/{clock}/' + key.format('tollgate'))} | "
-            f"{instr(counts, f'keyed/{clock}/' + key.format('governor'))} |"
-        )
-    return "\n".join(lines)
-
-
-def implementation_order(name):
-    """tollgate first, then the peers in a fixed order."""
-    order = ["tollgate", "governor", "ratelimit", "mutex_f64_bucket"]
-    base = "tollgate" if name.startswith("tollgate") else name
-    return order.index(base) if base in order else len(order)
-
-
-def per_second(ns_per_decision):
-    """Millions of decisions per second, all threads together."""
-    return 1e3 / ns_per_decision if ns_per_decision else None
-
-
-# A direct or shared-key row at 1 thread runs the same loop, on the same limiter, as a single-thread row of
-# another benchmark binary, and since the loops are compiled once, in tollgate-peers
-# (benches/peers/src/timing.rs), the same machine code too (benches/loop_code.py shows it). Past
-# this ratio either way, something besides the code moved that implementation's row between the
-# two binaries (a spawned thread, the machine's load; or the code after all, were the crate built
-# with LTO or twice): its thread rows do not compare with the single-thread tables nor, fairly,
-# with a peer's. Before the loops were compiled once, governor's direct rows drifted 1.3x to 2.1x.
-SAME_LOOP_TOLERANCE = 1.25
-
-
-def single_thread_twin(groups, clock, scenario, name):
-    """ns per decision of the single-thread row whose loop `scenario`'s 1-thread row runs."""
-    if scenario in ("direct_shared", "direct_distinct"):
-        return groups.get(f"direct/{clock}", {}).get(f"{name}/allowed")
-    if scenario == "keyed_shared":
-        return groups.get(f"keyed/{clock}/hot_key", {}).get(f"{name}/1_key")
-    return None
-
-
-def loop_drift(groups, clock, scenario, name):
-    """The 1-thread row's time over its single-thread twin's, or None."""
-    one = groups.get(f"contention/{clock}/{scenario}", {}).get(f"{name}/1")
-    alone = single_thread_twin(groups, clock, scenario, name)
-    return one / alone if one and alone else None
-
-
-def drifted(drift):
-    return drift is not None and not 1 / SAME_LOOP_TOLERANCE <= drift <= SAME_LOOP_TOLERANCE
-
-
-def contention_table(groups, clock):
-    lines = [
-        "| scenario | implementation | 1 thread | 2 threads | 4 threads | 2 threads ÷ 1 | ÷ governor at 2 "
-        "| 1 thread ÷ single-thread row (time) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for scenario in ["direct_shared", "direct_distinct", "keyed_shared", "keyed_distinct"]:
-        rows = groups.get(f"contention/{clock}/{scenario}", {})
-        names = sorted({row.split("/")[0] for row in rows}, key=implementation_order)
-        for name in names:
-            rates = {t: per_second(rows.get(f"{name}/{t}")) for t in THREADS}
-            governor_2 = per_second(rows.get(f"governor/2"))
-            cells = " | ".join(f"{rates[t]:.1f}" if rates[t] else "-" for t in THREADS)
-            drift = loop_drift(groups, clock, scenario, name)
-            drift_cell = "" if drift is None else f"{drift:.2f}x" + (" **(drifted)**" if drifted(drift) else "")
-            lines.append(
-                f"| {scenario.replace('_', ', ')} | {name} | {cells} | {ratio(rates[2], rates[1])} | "
-                f"{ratio(rates[2], governor_2) if name != 'governor' else ''} | {drift_cell} |"
-            )
-    return "\n".join(lines)
-
-
-def memory_table(results):
-    lines = ["| limiter | RSS added, 1,000,000 live keys | bytes per key |", "|---|---:|---:|"]
-    found = {}
-    for path in sorted(Path(results).glob("memory-*.txt")):
-        text = path.read_text()
-        name = text.splitlines()[0].split(":")[0]
-        added = re.search(r"RSS after filling .*\(\+([0-9.]+) MiB\)", text)
-        per_key = re.search(r"bytes per key\s+([0-9.]+)", text)
-        if added and per_key:
-            found[path.stem.removeprefix("memory-")] = float(per_key.group(1))
-            lines.append(f"| {name} | {added.group(1)} MiB | {per_key.group(1)} |")
-    return "\n".join(lines), found
-
-
-def check(met):
-    if met == "unsettled":
-        return "**not settled**"
-    return "met" if met else "**missed**"
-
-
-def ratio_text(ratio, threshold):
-    """A ratio to two decimals, or three when two would print the threshold itself (1.2034
-    against 1.2 reads "1.20x" next to "missed" otherwise)."""
-    text = f"{ratio:.2f}"
-    if float(text) == threshold and ratio != threshold:
-        text = f"{ratio:.3f}"
-    return f"{text}x"
-
-
-def targets_table(groups, memory):
-    lines = ["| target | clock | measured | verdict |", "|---|---|---|---|"]
-
-    def add(target, clock, measured, met):
-        if met is not None:
-            lines.append(f"| {target} | {clock} | {measured} | {check(met)} |")
-
+    targets, pictures = [], {}
     for clock in CLOCKS:
-        rows = groups.get(f"direct/{clock}", {})
-        floor = rows.get(FLOOR)
-        for limiter in TOLLGATE_DIRECT:
-            for path in ["allowed", "denied"]:
-                value = rows.get(f"{limiter}/{path}")
-                if value is None or not floor:
-                    continue
-                add(f"{limiter} {path} within 1.2x the floor", clock, ratio_text(value / floor, 1.2), value <= 1.2 * floor)
-                governor = rows.get(f"governor/{path}")
-                if governor:
-                    add(
-                        f"{limiter} {path} no slower than governor",
+        scenarios = keyed_scenarios(groups, clock)
+        if not scenarios:
+            continue
+        rows = []
+        for label, keys, found, key in scenarios:
+            ours, theirs, floor = (found.get(name) for name in KEYED)
+            rows.append(
+                [label, f"{keys:,}", ns(value(ours)), ns(value(theirs)), ns(value(floor))]
+                + [times(value(ours), value(theirs)), times(value(ours), value(floor))]
+                + [instructions(counts, key.format(name)) for name in KEYED]
+            )
+            where = label if keys == 1 else f"{label}, {keys:,} keys"
+            if ours and theirs:
+                targets.append(
+                    Target(
+                        "ahead of governor",
+                        f"keyed {where}",
                         clock,
-                        f"{value:.2f} vs {governor:.2f} ns",
-                        value <= governor,
+                        ours["ns"] / theirs["ns"],
+                        1.0,
+                        shown_ratio(ours["ns"] / theirs["ns"], 1.0),
+                        ratio_noise(ours, theirs),
                     )
-    for clock, fast, large in [("coarse", 4.0, 3.0), ("precise", 2.5, 2.0)]:
-        keyed = {(label, keys): (ours, theirs) for label, keys, ours, theirs, _ in keyed_rows(groups, clock)}
-        for label, keys, need in [("hot key", 1, fast), ("round-robin", 10_000, fast), ("round-robin", 1_000_000, large)]:
-            ours, theirs = keyed.get((label, keys), (None, None))
-            if ours and theirs:
-                where = label if keys == 1 else f"{label}, {keys:,} keys"
-                add(
-                    f"keyed {where}: at least {need:g}x faster than governor (issue 3)",
-                    clock,
-                    ratio_text(theirs / ours, need),
-                    theirs >= need * ours,
                 )
-        hot = keyed.get(("hot key", 1), (None, None))[0]
-        direct = groups.get(f"direct/{clock}", {}).get("tollgate_token_bucket/allowed")
-        if hot and direct:
-            add("keyed hot key at most 1.2x the direct decision (keyed-table brief)", clock, ratio_text(hot / direct, 1.2), hot <= 1.2 * direct)
-        ours, theirs = keyed.get((INSERT_LABEL, 1_000_000), (None, None))
-        if ours and theirs:
-            add("insert at most 150 ns per key (issue 3)", clock, f"{ours:.0f} ns", ours <= 150)
-            add("insert at least 2x faster than governor (issue 3)", clock, ratio_text(theirs / ours, 2.0), theirs >= 2 * ours)
-        rows = groups.get(f"contention/{clock}/keyed_distinct", {})
-        one, two = rows.get("tollgate/1"), rows.get("tollgate/2")
-        if one and two:
-            add("keyed, 2 threads on distinct keys: at least 1.6x one thread (issue 3)", clock, ratio_text(one / two, 1.6), one / two >= 1.6)
-        for scenario, need, source in [("keyed_shared", 2.0, "issue 3"), ("keyed_shared", 1.0, "issue 4"), ("direct_shared", 1.0, "issue 4")]:
-            rows = groups.get(f"contention/{clock}/{scenario}", {})
-            name = "tollgate" if "tollgate/2" in rows else "tollgate_token_bucket"
-            ours = rows.get(f"{name}/2")
-            theirs = rows.get("governor/2")
-            if ours and theirs:
-                # A one-thread row off its single-thread row (see SAME_LOOP_TOLERANCE) settles
-                # nothing against the other.
-                apart = [
-                    f"{who}'s one-thread row is {drift:.2f}x its single-thread row"
-                    for who, drift in [(name, loop_drift(groups, clock, scenario, name)), ("governor", loop_drift(groups, clock, scenario, "governor"))]
-                    if drifted(drift)
-                ]
-                add(
-                    f"{scenario.replace('_', ', ')} key, 2 threads: at least {need:g}x governor's decisions/s ({source})",
-                    clock,
-                    ratio_text(theirs / ours, need) + (f" ({'; '.join(apart)})" if apart else ""),
-                    "unsettled" if apart else theirs >= need * ours,
+            if label == "hot key" and ours and floor:
+                targets.append(
+                    Target(
+                        f"within {HOT_KEY_TARGET_FLOOR}x of the keyed floor",
+                        "keyed hot key",
+                        clock,
+                        ours["ns"] / floor["ns"],
+                        HOT_KEY_TARGET_FLOOR,
+                        shown_ratio(ours["ns"] / floor["ns"], HOT_KEY_TARGET_FLOOR),
+                        ratio_noise(ours, floor),
+                    )
                 )
-    if "tollgate" in memory:
-        add("at most 24 bytes per key at 1,000,000 live keys (issue 3)", "-", f"{memory['tollgate']:.1f} B", memory["tollgate"] <= 24)
-    return "\n".join(lines)
+        lines += ["", f"{clock.capitalize()} clocks, ns per decision (median):", ""]
+        lines += table(
+            ["scenario", "keys", "tollgate", "governor", "floor", "÷ governor", "÷ floor", "instr. tollgate",
+             "governor", "floor"],
+            rows,
+        )
+        try:
+            pictures[f"bench-keys-{clock}.svg"] = keys_chart(groups, clock)
+        except ValueError as error:
+            print(f"no keys picture: {error}", file=sys.stderr)
+    if pictures:
+        lines += ["", picture_line(pictures, "Keyed decision cost against live keys")]
+    return Section("Keyed limiters", lines, pictures, targets, noise_summary("Keyed limiters", groups))
 
 
 def keys_chart(groups, clock):
     series = []
-    for color, name in enumerate(["tollgate", "governor"]):
+    for color, name in enumerate(KEYED):
         for order, dashed in [("round_robin", False), ("zipf", True)]:
             rows = groups.get(f"keyed/{clock}/{order}", {})
-            points = [(keys, rows[f"{name}/{keys}"]) for keys in KEY_COUNTS if f"{name}/{keys}" in rows]
+            points = [(keys, rows[f"{name}/{keys}"]["ns"]) for keys in KEY_COUNTS if f"{name}/{keys}" in rows]
             if points:
                 series.append((f"{name}, {order.replace('_', '-')}", points, dashed, color))
     return svg.line_chart(
-        f"Keyed decision cost against live keys ({clock} clock)", "live keys (log scale)", "ns per decision (median)", series, log_x=True
+        f"Keyed decision cost against live keys ({clock} clock)", "live keys (log scale)", "ns per decision (median)",
+        series, log_x=True,
     )
 
 
-def threads_chart(groups, clock, kind):
+# Memory per key --------------------------------------------------------------------------------
+
+MEMORY_TARGET = 24
+
+
+def memory(data):
+    ours = data.get("tollgate")
+    rows = [
+        [found["label"], f"{found['added_mib']:.1f} MiB", f"{found['bytes_per_key']:.1f}",
+         times(found["bytes_per_key"], ours["bytes_per_key"]) if ours else "-"]
+        for found in data.values()
+    ]
+    lines = [
+        "Resident memory a keyed limiter adds to its process, built for and then holding 1,000,000 "
+        "live keys (`benches/peers/src/bin/keyed_memory.rs`, one process per limiter).",
+        "",
+    ] + table(["limiter", "RSS added", "bytes per key", "÷ tollgate"], rows)
+    targets = []
+    if ours:
+        targets.append(
+            Target("at most 24 bytes per key at 1,000,000 keys", "keyed memory", None, ours["bytes_per_key"],
+                   MEMORY_TARGET, f"{ours['bytes_per_key']:.1f} B")
+        )
+    return Section("Memory per key", lines, targets=targets)
+
+
+# Churn -----------------------------------------------------------------------------------------
+
+
+def churn(data):
+    rows = [
+        [f"{row['round']:.0f}", f"{row['new_ns']:.0f}", f"{row['present_ns']:.0f}", f"{row['len']:,.0f}",
+         f"{row['active']:,.0f}", f"{row['active_us']:,.0f}"]
+        for row in data["rows"]
+    ]
+    lines = [
+        f"A table built for {data['capacity']:,} keys sees {data['per_round']:,} keys it has never "
+        "seen each round, then the same keys again; ten seconds (of a manual clock) then pass and "
+        "every key is idle, so the next round's keys take idle keys' slots "
+        "(`benches/peers/src/bin/churn.rs`). Mean ns per decision over each pass.",
+        "",
+    ] + table(["round", "new key ns", "present key ns", "`len()`", "`active()`", "µs for `active()`"], rows)
+    return Section("Churn", lines)
+
+
+# Threads ---------------------------------------------------------------------------------------
+
+THREADS = [1, 2, 4]
+SCENARIOS = ["direct_shared", "direct_distinct", "keyed_shared", "keyed_distinct"]
+IMPLEMENTATIONS = ["tollgate", "governor", "ratelimit", "mutex_f64_bucket"]
+
+
+def implementation(name):
+    return "tollgate" if name.startswith("tollgate") else name
+
+
+def per_second(row):
+    """Millions of decisions per second, all threads together."""
+    return 1e3 / row["ns"] if row else None
+
+
+def threads(data):
+    groups, cores = data["groups"], data.get("cores")
+    lines = [
+        "Millions of decisions per second, all threads together, with every thread on one shared "
+        "limiter or key (`shared`), or on its own limiter or its own 1,000 keys of one table "
+        f"(`distinct`); this machine has {cores} logical CPUs, so more threads than that take "
+        "turns (`benches/peers/benches/contention.rs`). The direct rows run the token bucket. "
+        "Ratios here divide rates: above 1 is better.",
+    ]
+    pictures = {}
+    for clock in CLOCKS:
+        rows = []
+        for scenario in SCENARIOS:
+            found = groups.get(f"contention/{clock}/{scenario}", {})
+            names = sorted({key.split("/")[0] for key in found}, key=lambda n: IMPLEMENTATIONS.index(implementation(n)))
+            governor_two = per_second(found.get("governor/2"))
+            for name in names:
+                rates = {t: per_second(found.get(f"{name}/{t}")) for t in THREADS}
+                rows.append(
+                    [scenario.replace("_", ", "), implementation(name)]
+                    + [f"{rates[t]:.1f}" if rates[t] else "-" for t in THREADS]
+                    + [times(rates[2], rates[1]), times(rates[2], governor_two) if name != "governor" else ""]
+                )
+        if not rows:
+            continue
+        lines += ["", f"{clock.capitalize()} clocks:", ""]
+        lines += table(
+            ["scenario", "implementation", "1 thread", "2 threads", "4 threads", "2 ÷ 1", "2 ÷ governor"],
+            rows,
+            ["---", "---"] + ["---:"] * 5,
+        )
+        for kind in ["direct", "keyed"]:
+            try:
+                pictures[f"bench-threads-{kind}-{clock}.svg"] = threads_chart(groups, clock, kind, cores)
+            except ValueError as error:
+                print(f"no threads picture: {error}", file=sys.stderr)
+    if pictures:
+        lines += ["", picture_line(pictures, "Decisions per second by threads")]
+    return Section("Threads", lines, pictures, noise=noise_summary("Threads", groups))
+
+
+def threads_chart(groups, clock, kind, cores):
     series = []
-    colors = {"tollgate": 0, "governor": 1, "ratelimit": 2, "mutex f64 bucket": 3}
     for scenario, dashed in [(f"{kind}_shared", False), (f"{kind}_distinct", True)]:
-        rows = groups.get(f"contention/{clock}/{scenario}", {})
-        for name in sorted({row.split("/")[0] for row in rows}, key=implementation_order):
-            points = [(t, per_second(rows[f"{name}/{t}"])) for t in THREADS if f"{name}/{t}" in rows]
-            label = "tollgate" if name.startswith("tollgate") else name.replace("_f64_", " f64 ")
-            series.append((f"{label}, {scenario.split('_')[1]}", points, dashed, colors.get(label, 4)))
+        found = groups.get(f"contention/{clock}/{scenario}", {})
+        for name in sorted({key.split("/")[0] for key in found}, key=lambda n: IMPLEMENTATIONS.index(implementation(n))):
+            points = [(t, per_second(found[f"{name}/{t}"])) for t in THREADS if f"{name}/{t}" in found]
+            label = implementation(name)
+            series.append((f"{label}, {scenario.split('_')[1]}", points, dashed, IMPLEMENTATIONS.index(label)))
     return svg.line_chart(
         f"{kind.capitalize()} limiters: decisions/s by threads ({clock} clock)",
-        "threads (2 cores: 4 threads oversubscribe)",
+        f"threads ({cores} logical CPUs)",
         "millions of decisions per second",
         series,
     )
 
 
-def replace_sections(doc, sections):
-    text = doc.read_text()
-    missing = []
-    for name, body in sections.items():
-        pattern = re.compile(rf"(<!-- generated:{re.escape(name)} -->)\n.*?(<!-- /generated:{re.escape(name)} -->)", re.S)
-        if pattern.search(text):
-            text = pattern.sub(lambda m: f"{m.group(1)}\n{body}\n{m.group(2)}", text)
+# Redis -----------------------------------------------------------------------------------------
+
+PLAIN_SCRIPT = "plain Lua token bucket"
+
+
+def redis(data):
+    lines = [
+        "Each tollgate script through `RedisLimiter`, beside `SET` and a plain Lua token bucket "
+        "script (`PLAIN_BUCKET_SCRIPT` in `benches/redis_speed.rs`: HMGET of the tokens and the "
+        "last update, refill, HSET, EXPIRE), all at 2/s with a burst of 10 (windows 10 per 5 s), "
+        "over 10,000 keys in turn. Server µs per call is Redis' own "
+        "`usec_per_call` (`INFO commandstats`), the script's commands included; `÷ plain` divides "
+        "it by the plain script's at the same tasks.",
+    ]
+    noise = []
+    for found in data["tables"]:
+        plain = {row["tasks"]: row["server_us"] for row in found["rows"] if row["operation"] == PLAIN_SCRIPT}
+        rows = [
+            [row["operation"], f"{row['tasks']:.0f}", f"{row['per_second']:,.0f}", f"{row['p50_us']:.1f}",
+             f"{row['p99_us']:.1f}", f"{row['server_us']:.2f}", times(row["server_us"], plain.get(row["tasks"]))]
+            for row in found["rows"]
+        ]
+        lines += ["", f"{found['title']}:" if found["title"] else "", ""]
+        lines += table(["operation", "tasks", "calls/s", "p50 µs", "p99 µs", "server µs/call", "÷ plain"], rows)
+        rounds = re.search(r"best of (\d+)", found["title"] or "")
+        if rounds:
+            noise.append(
+                f"Redis: each row is the best of {rounds.group(1)} interleaved rounds; the spread between "
+                "rounds is not recorded."
+            )
+    return Section("Redis", lines, noise=noise)
+
+
+# The tower layer -------------------------------------------------------------------------------
+
+TOWER_TARGET_COST = 5.0
+
+
+def tower(data):
+    rounds = data["rounds"]
+
+    def median(key):
+        return statistics.median(row[key] for row in rounds)
+
+    rows = [
+        ["no layer", f"{median('none'):,.0f}", f"{median('none_cpu'):.2f}", "", ""],
+        ["layer, RateLimit fields on every response", f"{median('every'):,.0f}", f"{median('every_cpu'):.2f}",
+         f"{data['every']['cost_percent']:.1f}%", f"{(data['every']['cpu_ratio'] - 1) * 100:+.1f}%"],
+        ["layer, fields on refusals only", f"{median('refusals'):,.0f}", f"{median('refusals_cpu'):.2f}",
+         f"{data['refusals']['cost_percent']:.1f}%", f"{(data['refusals']['cpu_ratio'] - 1) * 100:+.1f}%"],
+    ]
+    lines = [
+        "The gateway's built-in upstream, with and without the rate-limit layer, under wrk "
+        f"({data['settings']}); every request is admitted, so each one takes the layer's longest "
+        f"path (`benches/gateway_load.sh`). Medians of {len(rounds)} rounds, each running the three "
+        "gateways back to back; the cost is the median of the rounds' throughput ratios.",
+        "",
+    ] + table(["gateway", "requests/s", "gateway CPU µs per request", "throughput cost", "CPU per request"], rows)
+    costs = [(1 - row["refusals"] / row["none"]) * 100 for row in rounds]
+    targets = [
+        Target(
+            "the tower layer costs at most 5% of the gateway's throughput (fields on refusals only)",
+            "tower layer", None, data["refusals"]["cost_percent"], TOWER_TARGET_COST,
+            f"{data['refusals']['cost_percent']:.1f}%", points=True,
+        )
+    ]
+    noise = [
+        f"Tower layer: the rounds' costs (fields on refusals only) range from {min(costs):.1f}% to "
+        f"{max(costs):.1f}% over {len(rounds)} rounds."
+    ]
+    return Section("The tower layer under load", lines, targets=targets, noise=noise)
+
+
+# The page --------------------------------------------------------------------------------------
+
+# (results file, section), in the page's order.
+SECTIONS = [
+    ("direct.json", direct),
+    ("keyed.json", keyed),
+    ("memory.json", memory),
+    ("churn.json", churn),
+    ("threads.json", threads),
+    ("redis.json", redis),
+    ("tower.json", tower),
+]
+
+
+def machine_lines(machine):
+    def load(values):
+        return " ".join(f"{v:.2f}" for v in values) if values else "?"
+
+    redis_version = (machine.get("redis") or "").split(" v=")[-1].split()[0] if machine.get("redis") else None
+    tools = [machine.get("rustc"), machine.get("valgrind"), redis_version and f"Redis {redis_version}", machine.get("wrk")]
+    sections = ", ".join(
+        f"{s['name']} {s['seconds']} s" + ("" if s["status"] == "ok" else " (failed)")
+        for s in machine["sections"]
+        if "seconds" in s
+    )
+    return [
+        f"- CPU: {machine['cpu']}, {machine['logical_cpus']} logical CPUs"
+        + (f", a {machine['hypervisor']} guest" if machine.get("hypervisor") else ""),
+        f"- memory {machine['memory_gib']} GiB; kernel {machine['kernel']}; {machine['os']}",
+        "- " + "; ".join(tool for tool in tools if tool),
+        f"- tollgate commit {machine['commit']}, measured {machine['date']}",
+        f"- load average (1, 5, 15 min): {load(machine.get('load_start'))} before, "
+        f"{load(machine.get('load_end'))} after",
+        f"- sections: {sections}",
+        "",
+        "```sh",
+        machine["command"],
+        "```",
+    ]
+
+
+def targets_lines(targets):
+    by_clock, clockless = {}, []
+    for target in targets:
+        if target.clock is None:
+            clockless.append(target)
         else:
-            missing.append(name)
-    doc.write_text(text)
-    return missing
+            by_clock.setdefault((target.what, target.row), {})[target.clock] = target
+    lines = [
+        "Each target is measured against rows of this run. `missed by X%`: the measured value is X% "
+        "above what the target allows. `±`: the half-width of criterion's 95% confidence "
+        "intervals of the two rows' medians, added."
+    ]
+    if any("minimal_" in target.what for target in targets):
+        lines[0] += (
+            " The direct targets apply to the four single-cell algorithms, allowed and denied; each "
+            "is measured against the stripped reference of its own algorithm on the same path (each "
+            "reference refuses as tollgate does: no CAS, the retry-after computed)."
+        )
+    lines.append("")
+    rows = [[what, row] + [found[c].cell() if c in found else "-" for c in CLOCKS] for (what, row), found in by_clock.items()]
+    if rows:
+        lines += table(["target", "row", "precise clock", "coarse clock"], rows, ["---", "---", "---", "---"])
+    if clockless:
+        lines += [""] + table(["target", "measured", "verdict"], [[t.what, t.shown, t.verdict()] for t in clockless],
+                              ["---", "---:", "---"])
+    return lines
+
+
+def trust_lines(machine, sections, loaded):
+    lines = ["Measured in this run:", ""]
+    lines += [f"- {line}" for section in sections for line in section.noise]
+    lines += [f"- {line}" for line in same_loop_drift(loaded)]
+    busiest = max((load[0] for load in (machine.get("load_start"), machine.get("load_end")) if load), default=0)
+    if busiest > machine["logical_cpus"] / 2:
+        lines.append(
+            f"- The machine was busy: a load average of {busiest:.2f} (1 min) on {machine['logical_cpus']} "
+            "logical CPUs, so other work shared the cores with the rows and moved them."
+        )
+    steal = ", ".join(f"{s['name']} {s['steal_percent']:.1f}%" for s in machine["sections"] if "steal_percent" in s)
+    lines.append(
+        f"- CPU time the hypervisor gave to other guests (steal, /proc/stat): {machine.get('steal_percent', 0):.1f}% "
+        f"over the run; by section: {steal}."
+    )
+    tsc = ", ".join(machine.get("tsc_flags") or []) or "none"
+    frequency = machine.get("frequency_governor")
+    lines += [
+        "",
+        "What the machine hides:",
+        "",
+        f"- Frequency: {'the cpufreq governor is ' + frequency if frequency else 'the guest sees no frequency control (no cpufreq)'}; "
+        "turbo and the host's power states move every row and are not visible here.",
+        f"- Neighbours: {'a ' + machine['hypervisor'] + ' guest' if machine.get('hypervisor') else 'a machine'} "
+        f"of {machine['logical_cpus']} logical CPUs; other guests on the same host share caches and memory "
+        "bandwidth, which steal time does not show.",
+        f"- Time: clock source `{machine.get('clocksource')}`, TSC flags {tsc}; the precise clocks read the TSC, "
+        "whose cost under a hypervisor depends on the host.",
+        "- Instruction counts (callgrind) do not vary between runs, but they do not see cache misses, branch "
+        "mispredictions or contention. A verdict whose margin is inside its `±` can change between runs.",
+    ]
+    return lines
+
+
+def same_loop_drift(loaded):
+    """The threads bench's one-thread rows against the single-thread rows of the same loop."""
+    threads_data = loaded.get("threads.json")
+    if not threads_data:
+        return []
+    ratios = []
+    for clock in CLOCKS:
+        for scenario in SCENARIOS[:3]:
+            for key, row in threads_data["groups"].get(f"contention/{clock}/{scenario}", {}).items():
+                name, count = key.split("/")
+                if count != "1":
+                    continue
+                if scenario.startswith("direct") and loaded.get("direct.json"):
+                    twin = loaded["direct.json"]["groups"].get(f"direct/{clock}", {}).get(f"{name}/allowed")
+                elif scenario == "keyed_shared" and loaded.get("keyed.json"):
+                    twin = loaded["keyed.json"]["groups"].get(f"keyed/{clock}/hot_key", {}).get(f"{name}/1_key")
+                else:
+                    twin = None
+                if twin:
+                    ratios.append((row["ns"] / twin["ns"], f"{clock}/{scenario}/{name}"))
+    if not ratios:
+        return []
+    ratios.sort()
+    farthest = max(ratios, key=lambda found: abs(math.log(found[0])))
+    return [
+        f"The same loop timed twice, by two benchmark binaries of this run: the threads bench's "
+        f"one-thread rows take {ratios[0][0]:.2f}x to {ratios[-1][0]:.2f}x the time of the same "
+        f"limiter's single-thread row (median {statistics.median(r for r, _ in ratios):.2f}x, "
+        f"{len(ratios)} rows; farthest from 1: `{farthest[1]}`)."
+    ]
+
+
+def write_pictures(img, sections):
+    img.mkdir(parents=True, exist_ok=True)
+    drawn = {name: text for section in sections for name, text in section.pictures.items()}
+    for name, text in drawn.items():
+        (img / name).write_text(text)
+    for old in img.glob("bench-*.svg"):
+        if old.name not in drawn:
+            old.unlink()
+            print(f"deleted {old}: this run did not draw it", file=sys.stderr)
+    return drawn
 
 
 def main(args):
-    if len(args) != 4:
-        print(__doc__)
+    if len(args) != 3:
+        print(__doc__, file=sys.stderr)
         return 2
-    criterion, results, doc, img = Path(args[0]), Path(args[1]), Path(args[2]), Path(args[3])
-    groups = load_criterion(criterion)
-    if not groups:
-        print(f"no criterion results under {criterion}: run the benchmarks first", file=sys.stderr)
+    results, doc, img = Path(args[0]), Path(args[1]), Path(args[2])
+    machine_path = results / "machine.json"
+    if not machine_path.exists():
+        print(f"no {machine_path}: run benches/run", file=sys.stderr)
         return 1
-    counts_path = results / "instructions.json"
-    counts = json.loads(counts_path.read_text())["per_decision"] if counts_path.exists() else {}
-    memory, memory_found = memory_table(results)
-    machine = results / "machine.md"
-    sections = {"machine": machine.read_text().strip() if machine.exists() else "(not recorded)"}
-    for clock in CLOCKS:
-        sections[f"direct-{clock}"] = direct_table(groups, counts, clock)
-        sections[f"keyed-{clock}"] = keyed_table(groups, counts, clock)
-        sections[f"contention-{clock}"] = contention_table(groups, clock)
-    sections["memory"] = memory
-    sections["targets"] = targets_table(groups, memory_found)
-    churn = results / "churn.md"
-    if churn.exists():
-        sections["churn"] = churn.read_text().strip()
-
-    img.mkdir(parents=True, exist_ok=True)
-    written = []
-    for clock in CLOCKS:
-        charts = {
-            f"bench-keys-{clock}.svg": lambda: keys_chart(groups, clock),
-            f"bench-threads-direct-{clock}.svg": lambda: threads_chart(groups, clock, "direct"),
-            f"bench-threads-keyed-{clock}.svg": lambda: threads_chart(groups, clock, "keyed"),
-        }
-        for name, draw in charts.items():
-            try:
-                (img / name).write_text(draw())
-                written.append(img / name)
-            except ValueError as error:
-                print(f"skipped {name}: {error}", file=sys.stderr)
-
-    tables = results / "tables.md"
-    tables.write_text("".join(f"## {name}\n\n{body}\n\n" for name, body in sections.items()))
-    missing = replace_sections(doc, sections)
-    for name in missing:
-        print(f"{doc} has no <!-- generated:{name} --> section; the table is in {tables}", file=sys.stderr)
-    print(f"tables: {doc} (and {tables})")
-    for path in written:
-        print(f"picture: {path}")
+    machine = json.loads(machine_path.read_text())
+    loaded, sections = {}, []
+    for name, section in SECTIONS:
+        path = results / name
+        if not path.exists():
+            print(f"left out: {section.__name__} (no {path})", file=sys.stderr)
+            continue
+        try:
+            data = json.loads(path.read_text())
+            sections.append(section(data))
+        except (ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+            print(f"left out: {section.__name__} ({path} does not read: {error!r})", file=sys.stderr)
+            continue
+        loaded[name] = data
+    if not sections:
+        print(f"no results under {results}: nothing to write", file=sys.stderr)
+        return 1
+    targets = [target for section in sections for target in section.targets]
+    lines = [
+        "# tollgate: benchmarks",
+        "",
+        "Written whole by `benches/run` from the run it had just made: every figure is from that "
+        "run, on the machine below, and every ratio divides two rows of it. Times are per decision; "
+        "lower is better, and so is a ratio of times below 1.",
+        "",
+        "## Machine and command",
+        "",
+    ] + machine_lines(machine)
+    if targets:
+        lines += ["", "## Targets", ""] + targets_lines(targets)
+    for section in sections:
+        lines += ["", f"## {section.title}", ""] + section.lines
+    lines += ["", "## How far to trust a row", ""] + trust_lines(machine, sections, loaded)
+    doc.write_text("\n".join(line for line in collapse_blank(lines)) + "\n")
+    drawn = write_pictures(img, sections)
+    count = len(doc.read_text().splitlines())
+    print(f"wrote {doc} ({count} lines) and {len(drawn)} pictures in {img}")
+    if count > PAGE_LINES:
+        print(f"{doc} has {count} lines, more than {PAGE_LINES}", file=sys.stderr)
     return 0
+
+
+def collapse_blank(lines):
+    """The lines without runs of blank lines."""
+    previous = None
+    for line in lines:
+        if line == "" and previous == "":
+            continue
+        previous = line
+        yield line
 
 
 if __name__ == "__main__":

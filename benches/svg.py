@@ -1,4 +1,4 @@
-"""Line charts as plain SVG, with no plotting library: what `benches/report.py` draws with."""
+"""Line and bar charts as plain SVG, with no plotting library: what `benches/report.py` draws with."""
 
 import math
 from xml.sax.saxutils import escape
@@ -87,5 +87,59 @@ def line_chart(title, x_label, y_label, series, log_x=False):
             f'stroke="{color}" stroke-width="2"{dash}/>'
         )
         out.append(f'<text x="{legend_x + 28}" y="{legend_y + 4}">{escape(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def bar_chart(title, x_label, categories, series):
+    """An SVG document of horizontal bars: one group per category (top to bottom), one bar per
+    series in each group; `series` is a list of (label, [value or None per category]). The x axis
+    starts at zero."""
+    values = [value for _, column in series for value in column if value is not None]
+    if not categories or not values:
+        raise ValueError(f"nothing to draw for {title!r}")
+    label_w, legend_h, bar_h, gap = 190, 24, 9, 7
+    group_h = bar_h * len(series) + gap
+    plot_w = WIDTH - label_w - 30
+    height = TOP + legend_h + group_h * len(categories) + BOTTOM
+    step = nice_step(max(values))
+    x_max = step * math.ceil(max(values) * 1.05 / step)
+
+    def tx(x):
+        return label_w + plot_w * x / x_max
+
+    top = TOP + legend_h
+    bottom = top + group_h * len(categories)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
+        f'<text x="10" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
+    for index, (label, _) in enumerate(series):
+        x = label_w + 140 * index
+        out.append(f'<rect x="{x}" y="{TOP - 2}" width="14" height="10" fill="{COLORS[index % len(COLORS)]}"/>')
+        out.append(f'<text x="{x + 20}" y="{TOP + 7}">{escape(label)}</text>')
+    x = 0.0
+    while x <= x_max + 1e-9:
+        out.append(f'<line x1="{tx(x):.1f}" x2="{tx(x):.1f}" y1="{top}" y2="{bottom}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{tx(x):.1f}" y="{bottom + 16}" text-anchor="middle">{fmt(round(x, 6))}</text>')
+        x += step
+    for row, category in enumerate(categories):
+        y = top + group_h * row
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + group_h / 2 + 1:.1f}" text-anchor="end">{escape(category)}</text>'
+        )
+        for index, (_, column) in enumerate(series):
+            value = column[row]
+            if value is None:
+                continue
+            color = COLORS[index % len(COLORS)]
+            out.append(
+                f'<rect x="{label_w}" y="{y + gap / 2 + bar_h * index:.1f}" width="{tx(value) - label_w:.1f}" '
+                f'height="{bar_h - 1}" fill="{color}"/>'
+            )
+    out.append(f'<line x1="{label_w}" x2="{label_w}" y1="{top}" y2="{bottom}" stroke="#333"/>')
+    out.append(f'<text x="{label_w + plot_w / 2}" y="{bottom + 36}" text-anchor="middle">{escape(x_label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@
 //! rows `implementation/threads`:
 //!
 //! - `direct_shared`: all threads on one direct limiter (tollgate's token bucket, governor,
-//!   ratelimit and, on the precise clock, the seed article's `Mutex<TokenBucket>`);
+//!   ratelimit and, on the precise clock, the plain `f64` token bucket behind a `Mutex`);
 //! - `direct_distinct`: each thread on its own direct limiter (cache-padded apart);
 //! - `keyed_shared`: all threads on one key of a keyed limiter (tollgate, governor);
 //! - `keyed_distinct`: each thread on its own 1,000 keys of one keyed limiter, in turn.
@@ -21,7 +21,7 @@
 //! With more threads than idle cores (4 threads on a 2-core machine) threads take turns, and the
 //! figures measure the scheduler as much as the limiter: read them with the core count.
 //!
-//! Run: `cargo bench -p tollgate-peers --bench contention` (or everything: `benches/run`).
+//! Run: `cargo bench -p tollgate-peers --bench contention` (or with the rest: `benches/run threads`).
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ use tollgate::{CoarseClock, PreciseClock};
 use tollgate_peers::timing::in_threads;
 use tollgate_peers::{
     tollgate_token_bucket, Direct, DirectContender, DirectLoops, GovernorDirect, GovernorKeyed, Keyed,
-    KeyedContender, KeyedLoops, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateKeyed,
+    KeyedContender, KeyedLoops, MutexBucketDirect, RatelimitDirect, TollgateElapsed, TollgateKeyed,
 };
 
 /// Thread counts of every scenario.
@@ -121,12 +121,12 @@ fn keyed_admitted<C: KeyedContender>(limiter: &C::Limiter) {
     )
 }
 
-/// The direct contenders of one clock kind (the seed baseline only has a precise clock).
+/// The direct contenders of one clock kind (the `Mutex` bucket reads `Instant`: precise only).
 struct DirectPeers<T, G, R> {
     tollgate: T,
     governor: G,
     ratelimit: R,
-    seed: Option<SeedDirect>,
+    mutex: Option<MutexBucketDirect>,
 }
 
 /// Every scenario on one clock kind.
@@ -147,8 +147,8 @@ fn bench_clock<T, G, R, KT, KG>(
     direct_shared(&mut group, &direct.tollgate);
     direct_shared(&mut group, &direct.governor);
     direct_shared(&mut group, &direct.ratelimit);
-    if let Some(seed) = &direct.seed {
-        direct_shared(&mut group, seed);
+    if let Some(mutex) = &direct.mutex {
+        direct_shared(&mut group, mutex);
     }
     group.finish();
 
@@ -156,8 +156,8 @@ fn bench_clock<T, G, R, KT, KG>(
     direct_distinct(&mut group, &direct.tollgate);
     direct_distinct(&mut group, &direct.governor);
     direct_distinct(&mut group, &direct.ratelimit);
-    if let Some(seed) = &direct.seed {
-        direct_distinct(&mut group, seed);
+    if let Some(mutex) = &direct.mutex {
+        direct_distinct(&mut group, mutex);
     }
     group.finish();
 
@@ -177,7 +177,7 @@ fn contention(c: &mut Criterion) {
         tollgate: tollgate_token_bucket(PreciseClock::new()),
         governor: GovernorDirect(QuantaClock::default()),
         ratelimit: RatelimitDirect::new("ratelimit", || TollgateElapsed::new(PreciseClock::new())),
-        seed: Some(SeedDirect),
+        mutex: Some(MutexBucketDirect),
     };
     bench_clock(
         c,
@@ -195,7 +195,7 @@ fn contention(c: &mut Criterion) {
         tollgate: tollgate_token_bucket(CoarseClock::new()),
         governor: GovernorDirect(upkeep.clone()),
         ratelimit: RatelimitDirect::new("ratelimit", || TollgateElapsed::new(CoarseClock::new())),
-        seed: None,
+        mutex: None,
     };
     bench_clock(
         c,

@@ -1,24 +1,27 @@
 //! ns per decision of every direct limiter, allowed and denied paths, on both clock kinds, beside
-//! the floors (one clock read; one clock read plus an uncontended load and CAS; the keyed floor:
-//! a clock read, a key hash and an uncontended 16-byte load and CAS), all in one run.
+//! the floors (one clock read; one clock read plus an uncontended load and CAS; the keyed floors:
+//! a clock read, a key hash and an uncontended 16-byte load and CAS) and the stripped references
+//! of each algorithm (`minimal_gcra`, `minimal_fixed_window`, `minimal_sliding_window`), all in
+//! one run.
 //!
 //! Groups `direct/precise` and `direct/coarse`; rows `contender/allowed`, `contender/denied` and
 //! `floor/...`:
 //!
 //! - `precise`: tollgate's `PreciseClock` (quanta, a TSC read), governor's default `QuantaClock`,
 //!   ratelimit on tollgate's `PreciseClock` (`ratelimit`) and on its own default `StdClock`
-//!   (`ratelimit_std`, `std::time::Instant`), and the seed article's `Mutex<TokenBucket>` on
-//!   `std::time::Instant` (`mutex_f64_bucket`); floors for both clock sources.
+//!   (`ratelimit_std`, `std::time::Instant`), and a plain `f64` token bucket behind a `Mutex`
+//!   (`mutex_f64_bucket`, `src/float_bucket.rs`) on `std::time::Instant`; floors for both clock
+//!   sources.
 //! - `coarse`: tollgate's `CoarseClock`, governor's `QuantaUpkeepClock` and ratelimit on tollgate's
-//!   `CoarseClock`, all refreshed every millisecond by an upkeep thread. The seed baseline has no
-//!   coarse clock and is not in this group.
+//!   `CoarseClock`, all refreshed every millisecond by an upkeep thread. The `Mutex` bucket reads
+//!   `Instant` only and is not in this group.
 //!
 //! Every row is timed the same way (`iter_custom`, by the same never-inlined loop, in chunks of
 //! `CHUNK` decisions on a fresh limiter made outside the timed region and checked after it), so
 //! the ratios between rows of one group are the comparison. Denied rows use a limiter that has
 //! admitted its one request and refuses for an hour or more.
 //!
-//! Run: `cargo bench -p tollgate-peers --bench direct` (or everything: `benches/run`).
+//! Run: `cargo bench -p tollgate-peers --bench direct` (or with the rest: `benches/run direct`).
 
 use std::time::Duration;
 
@@ -34,8 +37,9 @@ use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
-    GovernorDirect, InstantRead, MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding,
-    MinimalSlidingWindow, RatelimitDirect, SeedDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    GovernorDirect, InstantRead, MinimalBucket, MinimalFixed, MinimalFixedWindow, MinimalGcra,
+    MinimalSliding, MinimalSlidingWindow, MutexBucketDirect, RatelimitDirect, TollgateElapsed, TollgateLog,
+    ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -113,7 +117,6 @@ where
     ClockReadHashLoadTagCas8<C>: DirectLoops,
     ClockReadHashPlaceLoadCas16<C>: DirectLoops,
     ClockReadHashPlaceLoadTagCas8<C>: DirectLoops,
-    MinimalGcra<C>: DirectLoops,
 {
     floor_row(group, "floor/clock_read", ClockRead(clock.clone()));
     floor_row(
@@ -141,7 +144,6 @@ where
         "floor/clock_read+hash+place+load8x2+cas8",
         ClockReadHashPlaceLoadTagCas8::new(clock.clone()),
     );
-    floor_row(group, "floor/minimal_gcra", MinimalGcra::new(clock.clone()));
 }
 
 /// tollgate's direct limiters on one clock (each type's loop compiled once, in `tollgate_peers`).
@@ -152,6 +154,7 @@ where
     DirectLimiter<FixedWindow, C>: DirectLoops,
     DirectLimiter<SlidingWindow, C>: DirectLoops,
     LogLimiter<C>: DirectLoops,
+    MinimalGcra<C>: DirectLoops,
     MinimalFixedWindow<C>: DirectLoops,
     MinimalSlidingWindow<C>: DirectLoops,
 {
@@ -160,8 +163,9 @@ where
     contender(group, &tollgate_fixed_window(clock.clone()));
     contender(group, &tollgate_sliding_window(clock.clone()));
     contender(group, &TollgateLog(clock.clone()));
-    // The windows' references (not limiters): what is left of a window's admission without
-    // what a real limiter adds, timed as the windows are.
+    // The references (not limiters): each algorithm's decision without what a real limiter
+    // adds, timed as tollgate's are.
+    contender(group, &MinimalBucket(clock.clone()));
     contender(group, &MinimalFixed(clock.clone()));
     contender(group, &MinimalSliding(clock.clone()));
 }
@@ -187,7 +191,7 @@ fn precise(c: &mut Criterion) {
         &mut group,
         &RatelimitDirect::new("ratelimit_std", ratelimit::StdClock::new),
     );
-    contender(&mut group, &SeedDirect);
+    contender(&mut group, &MutexBucketDirect);
     group.finish();
 }
 

@@ -1,18 +1,20 @@
 //! tollgate's keyed limiter beside governor's (`RateLimiter` on its DashMap state store, as
-//! `RateLimiter::keyed` builds it), on `u64` keys and the same quota (1/s, burst 1,000,000,000:
-//! every decision is admitted and adds debt, so no key is ever idle), measured in the same run.
+//! `RateLimiter::keyed` builds it) and beside the keyed floor (`floor`: a table of the same size,
+//! a hash, a clock read and one 16-byte load and CAS; `src/keyed_floor.rs`), on `u64` keys and the
+//! same quota (one per 10 s, burst 100,000,000: every decision is admitted and adds debt, so no
+//! key is ever idle), measured in the same run.
 //!
-//! Every scenario runs on both clock kinds, each group holding both implementations as
+//! Every scenario runs on both clock kinds, each group holding every implementation as
 //! `implementation/parameter`:
 //!
-//! - `keyed/{precise,coarse}/hot_key`: one key, again and again;
+//! - `keyed/{precise,coarse}/hot_key`: one key, again and again, in a table built for 10,000;
 //! - `keyed/{precise,coarse}/round_robin`: 1,000 / 10,000 / 100,000 / 1,000,000 keys, all inserted
 //!   before timing, decided in turn;
 //! - `keyed/{precise,coarse}/zipf`: the same key counts, decided in a Zipf-like order (exponent
-//!   0.99; a fixed sequence of 2^20 keys built before timing, the same for both implementations);
+//!   0.99; a fixed sequence of 2^20 keys built before timing, the same for every implementation);
 //! - `keyed/{precise,coarse}/insert`: fresh keys into an empty limiter built for 1,000,000 keys,
 //!   an iteration being a whole fill from empty to 1,000,000 keys (so its time in ms is the mean
-//!   ns per insert).
+//!   ns per insert). The floor has no insert.
 //!
 //! `precise` is tollgate's `PreciseClock` beside governor's default `QuantaClock` (a clock read
 //! per decision); `coarse` is tollgate's `CoarseClock` beside governor's `QuantaUpkeepClock`
@@ -24,7 +26,7 @@
 //! (`tollgate_peers::timing`); building and filling limiters (only for rows that run) and every
 //! correctness check are outside the timed region.
 //!
-//! Run: `cargo bench -p tollgate-peers --bench keyed` (or everything: `benches/run`).
+//! Run: `cargo bench -p tollgate-peers --bench keyed` (or with the rest: `benches/run keyed`).
 
 use std::cell::OnceCell;
 use std::hint::black_box;
@@ -38,7 +40,9 @@ use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{CoarseClock, PreciseClock};
 use tollgate_peers::zipf::zipf_sequence;
-use tollgate_peers::{GovernorKeyed, Keyed, KeyedContender, KeyedLoops, TollgateKeyed, BURST};
+use tollgate_peers::{
+    GovernorKeyed, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops, TollgateKeyed, BURST,
+};
 
 /// The table the hot-key scenario runs in: built for this many keys.
 const SMALL_TABLE: usize = 10_000;
@@ -59,9 +63,9 @@ fn still_admitted<L: Keyed>(name: &str, limiter: &L, key: u64) {
 }
 
 /// The hot key's limiter, reused from sample to sample and built again (untimed) before the key
-/// has taken half its burst: every admitted decision adds a second of debt against a burst of
-/// [`BURST`], and at about 12 ns a decision a run longer than about 12 s on one limiter (a
-/// longer `BENCH_ARGS`) reached the denied path, and the check after it stopped `benches/run`.
+/// has taken half its burst: every admitted decision takes one of [`BURST`], so at about 12 ns a
+/// decision a run of more than about 1.2 s on one limiter would reach the denied path, and the
+/// check after it would stop the benchmark.
 struct HotLimiter<L> {
     limiter: Option<L>,
     decided: u64,
@@ -163,21 +167,24 @@ fn insert<C: KeyedContender>(group: &mut BenchmarkGroup<'_, WallTime>, contender
     );
 }
 
-fn bench_clock<T: KeyedContender, G: KeyedContender>(
+fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
     c: &mut Criterion,
     clock_name: &str,
     ours: &T,
     theirs: &G,
+    floor: &F,
 ) {
     let mut group = c.benchmark_group(format!("keyed/{clock_name}/hot_key"));
     hot_key(&mut group, ours);
     hot_key(&mut group, theirs);
+    hot_key(&mut group, floor);
     group.finish();
 
     let mut group = c.benchmark_group(format!("keyed/{clock_name}/round_robin"));
     for keys in KEY_COUNTS {
         round_robin(&mut group, ours, keys);
         round_robin(&mut group, theirs, keys);
+        round_robin(&mut group, floor, keys);
     }
     group.finish();
 
@@ -186,6 +193,7 @@ fn bench_clock<T: KeyedContender, G: KeyedContender>(
         let sequence = zipf_sequence(keys, ZIPF_LEN);
         zipf(&mut group, ours, keys, &sequence);
         zipf(&mut group, theirs, keys, &sequence);
+        zipf(&mut group, floor, keys, &sequence);
     }
     group.finish();
 
@@ -203,6 +211,7 @@ fn keyed(c: &mut Criterion) {
         "precise",
         &TollgateKeyed::new(PreciseClock::new()),
         &GovernorKeyed::new(QuantaClock::default()),
+        &KeyedFloorContender(PreciseClock::new()),
     );
     // tollgate's upkeep thread (quanta 0.13) and governor's (quanta 0.12: a separate one) both
     // run from here on, each refreshing its time every `COARSE_UPKEEP_INTERVAL`.
@@ -213,6 +222,7 @@ fn keyed(c: &mut Criterion) {
         "coarse",
         &TollgateKeyed::new(CoarseClock::new()),
         &GovernorKeyed::new(upkeep),
+        &KeyedFloorContender(CoarseClock::new()),
     );
 }
 

@@ -5,7 +5,7 @@
 //! non-generic function that is not `#[inline]` is codegenned only in the crate that defines it
 //! (without LTO), and the generic loop it calls is instantiated where it is called: here. So
 //! every benchmark binary and probe calls the same machine code for a type, whatever else it
-//! compiles; the loops' `check()` is inlined here exactly as it was into each binary's own copy.
+//! compiles; the loops' `check()` is inlined here as it would be into a binary's own copy.
 
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ use crate::timing::{self, DirectLoops, KeyedLoops};
 use crate::{
     ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Governor, GovernorClockRead, GovernorDirectLimiter,
-    InstantRead, MinimalFixedWindow, MinimalGcra, MinimalSlidingWindow, MutexTokenBucket, Nothing, Tollgate,
-    TollgateElapsed,
+    InstantRead, KeyedFloor, MinimalFixedWindow, MinimalGcra, MinimalSlidingWindow, MutexTokenBucket,
+    Nothing, Tollgate, TollgateElapsed,
 };
 
 /// Compiles [`DirectLoops`] for each type listed.
@@ -57,7 +57,7 @@ macro_rules! keyed_loops {
     )+};
 }
 
-/// The tollgate limiters and the floors, on one tollgate clock.
+/// The tollgate limiters, the floors and the references, on one tollgate clock.
 macro_rules! on_tollgate_clock {
     ($($clock:ty),+) => {$(
         direct_loops!(
@@ -77,7 +77,7 @@ macro_rules! on_tollgate_clock {
             MinimalFixedWindow<$clock>,
             MinimalSlidingWindow<$clock>,
         );
-        keyed_loops!(Tollgate<$clock>);
+        keyed_loops!(Tollgate<$clock>, KeyedFloor<$clock>);
     )+};
 }
 

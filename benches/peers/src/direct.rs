@@ -6,7 +6,8 @@
 //! - governor: `RateLimiter::direct_with_clock` ([`GovernorDirect`]), on any governor clock;
 //! - ratelimit: `Ratelimiter` ([`RatelimitDirect`]), on its own `StdClock` or on a tollgate
 //!   clock through [`TollgateElapsed`];
-//! - the seed article's `Mutex<TokenBucket>` ([`SeedDirect`]), on `std::time::Instant`.
+//! - a plain `f64` token bucket behind a `Mutex` ([`MutexBucketDirect`], `src/float_bucket.rs`), on
+//!   `std::time::Instant`.
 //!
 //! Allowed-path limiters admit at least [`ALLOWED_RUN`] decisions in a row from fresh;
 //! denied-path limiters have admitted their one request and refuse for at least an hour.
@@ -23,12 +24,12 @@ use tollgate::{
     TokenBucket,
 };
 
+use crate::float_bucket::MutexTokenBucket;
 use crate::keyed::{governor_quota, tollgate_bucket, BURST};
-use crate::seed_bucket::MutexTokenBucket;
 use crate::timing::DirectLoops;
 
 /// Decisions an allowed-path limiter admits in a row from fresh, at the least. (The token buckets
-/// of every implementation, tollgate's leaky bucket, governor, ratelimit and the seed baseline
+/// of every implementation, tollgate's leaky bucket, governor, ratelimit and the `Mutex` bucket
 /// admit [`BURST`] or more, enough for the thread scenarios; the windows, whose counts are packed
 /// in fewer bits, admit at least this many.)
 pub const ALLOWED_RUN: u64 = 10_000;
@@ -84,7 +85,7 @@ pub struct TollgateDirect<A, C> {
     clock: C,
     allowed: A,
     denied: A,
-    seed: fn(&DirectLimiter<A, C>),
+    prepare: fn(&DirectLimiter<A, C>),
 }
 
 impl<A: Algorithm + Copy, C: Clock + Clone> DirectContender for TollgateDirect<A, C>
@@ -99,7 +100,7 @@ where
 
     fn allowed(&self) -> DirectLimiter<A, C> {
         let limiter = DirectLimiter::with_clock(self.allowed, self.clock.clone());
-        (self.seed)(&limiter);
+        (self.prepare)(&limiter);
         limiter
     }
 
@@ -121,9 +122,9 @@ fn quota(text: &str) -> Quota {
     text.parse().expect("benchmark quotas are valid")
 }
 
-fn no_seed<A, C>(_: &DirectLimiter<A, C>) {}
+fn fresh<A, C>(_: &DirectLimiter<A, C>) {}
 
-/// tollgate's token bucket (GCRA): 1/s with a burst of [`BURST`] (allowed: the quota every peer
+/// tollgate's token bucket (GCRA): one per 10 s with a burst of [`BURST`] (allowed: the quota every peer
 /// runs), 1/h (denied).
 pub fn tollgate_token_bucket<C: Clock>(clock: C) -> TollgateDirect<TokenBucket, C> {
     TollgateDirect {
@@ -131,7 +132,7 @@ pub fn tollgate_token_bucket<C: Clock>(clock: C) -> TollgateDirect<TokenBucket, 
         clock,
         allowed: tollgate_bucket(),
         denied: TokenBucket::new(quota("1/h")).expect("valid token bucket"),
-        seed: no_seed,
+        prepare: fresh,
     }
 }
 
@@ -142,7 +143,7 @@ pub fn tollgate_leaky_bucket<C: Clock>(clock: C) -> TollgateDirect<LeakyBucket, 
         clock,
         allowed: LeakyBucket::new(quota("1/ns burst 1000000000")).expect("valid leaky bucket"),
         denied: LeakyBucket::new(quota("1/h")).expect("valid leaky bucket"),
-        seed: no_seed,
+        prepare: fresh,
     }
 }
 
@@ -155,17 +156,17 @@ pub fn tollgate_fixed_window<C: Clock>(clock: C) -> TollgateDirect<FixedWindow, 
         clock,
         allowed: FixedWindow::new(quota("1000000/s")).expect("valid fixed window"),
         denied: FixedWindow::new(quota("1/36500d")).expect("valid fixed window"),
-        seed: no_seed,
+        prepare: fresh,
     }
 }
 
 /// The sliding window's allowed-path limiter starts with 5,000 in the previous window, so that its
 /// estimate really weighs it, as under steady load.
-fn seed_previous_window<C: Clock>(limiter: &DirectLimiter<SlidingWindow, C>) {
+fn fill_previous_window<C: Clock>(limiter: &DirectLimiter<SlidingWindow, C>) {
     let window_nanos = u64::try_from(limiter.algorithm().window().as_nanos()).unwrap_or(u64::MAX);
     let a_window_ago = limiter.clock().now().as_nanos().saturating_sub(window_nanos);
-    let seeded = limiter.check_n_at(5_000, Timestamp::from_nanos(a_window_ago));
-    assert!(seeded.is_ok_and(|decision| decision.is_allowed()));
+    let filled = limiter.check_n_at(5_000, Timestamp::from_nanos(a_window_ago));
+    assert!(filled.is_ok_and(|decision| decision.is_allowed()));
 }
 
 /// tollgate's sliding window counter: 16,000 per second (near the most a one-second window
@@ -176,7 +177,7 @@ pub fn tollgate_sliding_window<C: Clock>(clock: C) -> TollgateDirect<SlidingWind
         clock,
         allowed: SlidingWindow::new(quota("16000/s")).expect("valid sliding window"),
         denied: SlidingWindow::new(quota("1/d")).expect("valid sliding window"),
-        seed: seed_previous_window,
+        prepare: fill_previous_window,
     }
 }
 
@@ -247,7 +248,8 @@ where
     }
 }
 
-/// governor's direct limiter on clock `C`: 1/s with a burst of [`BURST`] (allowed), 1/h (denied).
+/// governor's direct limiter on clock `C`: one per 10 s with a burst of [`BURST`] (allowed), 1/h
+/// (denied).
 #[derive(Debug)]
 pub struct GovernorDirect<C>(pub C);
 
@@ -369,12 +371,12 @@ impl Direct for MutexTokenBucket {
     }
 }
 
-/// The seed article's token bucket behind a `Mutex`: capacity [`BURST`] refilled at 1/s
+/// The plain `f64` token bucket behind a `Mutex` (`src/float_bucket.rs`): capacity [`BURST`] refilled at 1/s
 /// (allowed), capacity 1 refilled at 1/h, taken (denied).
 #[derive(Debug)]
-pub struct SeedDirect;
+pub struct MutexBucketDirect;
 
-impl DirectContender for SeedDirect {
+impl DirectContender for MutexBucketDirect {
     type Limiter = MutexTokenBucket;
 
     fn name(&self) -> &str {
@@ -398,8 +400,8 @@ mod tests {
 
     use super::*;
 
-    /// Every contender's allowed path admits `ALLOWED_RUN` decisions in a row (and one more, which
-    /// the benchmark makes to check), and its denied path refuses.
+    /// Every contender's (and every reference's) allowed path admits `ALLOWED_RUN` decisions in a
+    /// row (and one more, which the benchmark makes to check), and its denied path refuses.
     fn paths_hold<T: DirectContender>(contender: &T) {
         let allowed = contender.allowed();
         for decision in 0..=ALLOWED_RUN {
@@ -434,6 +436,9 @@ mod tests {
             TollgateElapsed::new(PreciseClock::new())
         }));
         paths_hold(&RatelimitDirect::new("ratelimit_std", ratelimit::StdClock::new));
-        paths_hold(&SeedDirect);
+        paths_hold(&MutexBucketDirect);
+        paths_hold(&crate::MinimalBucket(clock));
+        paths_hold(&crate::MinimalFixed(clock));
+        paths_hold(&crate::MinimalSliding(clock));
     }
 }

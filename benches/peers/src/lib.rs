@@ -1,6 +1,6 @@
-//! tollgate beside its peers, for the comparison benchmarks (`benches/`), the memory probe
-//! (`src/bin/keyed_memory.rs`), the thread-scaling probe (`src/bin/scaling.rs`) and the
-//! instruction counts (`src/bin/instructions.rs`, under callgrind).
+//! tollgate beside its peers, floors and stripped references, for the comparison benchmarks
+//! (`benches/`), the memory probe (`src/bin/keyed_memory.rs`), the thread-scaling probe
+//! (`src/bin/scaling.rs`) and the instruction counts (`src/bin/instructions.rs`, under callgrind).
 //!
 //! This package is `publish = false` and lives in its own workspace member so that the peers
 //! (governor, with its DashMap, futures and parking_lot; ratelimit) never enter tollgate's
@@ -12,30 +12,34 @@
 //! and compiled once, here, for every limiter type (`src/compiled_loops.rs`); the Zipf-like key
 //! order is in [`zipf`].
 //!
-//! Run everything, and regenerate `docs/benchmarks.md`'s tables and pictures: `benches/run`.
+//! Run everything and write `docs/benchmarks.md` with its pictures: `benches/run`.
 
 mod compiled_loops;
 mod direct;
+mod float_bucket;
 mod floor;
 mod keyed;
+mod keyed_floor;
+mod minimal_gcra;
 mod minimal_windows;
-mod seed_bucket;
 pub mod timing;
 pub mod zipf;
 
 pub use direct::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, Direct,
-    DirectContender, GovernorDirect, GovernorDirectLimiter, RatelimitDirect, SeedDirect, TollgateDirect,
-    TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    DirectContender, GovernorDirect, GovernorDirectLimiter, MutexBucketDirect, RatelimitDirect,
+    TollgateDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
-pub use floor::{
-    ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
-    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, GovernorClockRead, InstantRead, MinimalGcra, Nothing,
-};
+pub use float_bucket::{FloatTokenBucket, MutexTokenBucket};
+pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
-    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
+    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD, PERIOD,
 };
+pub use keyed_floor::{
+    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
+    ClockReadHashPlaceLoadTagCas8, KeyedFloor, KeyedFloorContender,
+};
+pub use minimal_gcra::{MinimalBucket, MinimalGcra};
 pub use minimal_windows::{MinimalFixed, MinimalFixedWindow, MinimalSliding, MinimalSlidingWindow};
-pub use seed_bucket::{MutexTokenBucket, SeedTokenBucket};
 pub use timing::{DirectLoops, KeyedLoops};

@@ -1,15 +1,17 @@
-//! The least a fixed or sliding window counter's admission costs: references, not limiters, set
-//! beside tollgate's windows as `floor/minimal_gcra` is set beside its buckets.
+//! The least a fixed or sliding window counter's decision costs: references, not limiters, set
+//! beside tollgate's windows as `minimal_gcra` (`src/minimal_gcra.rs`) is set beside its buckets.
 //!
 //! Each is the window's decision with nothing a real limiter must add: a weight of 1 only, a
 //! fixed state layout (no layout derived from the window, no check that a count fits), no path
-//! for a clock that went back or for the end of representable time, a refusal that reports no
-//! retry-after, and an answer of five words. What is left is what every window counter of this
-//! design does between its load and its CAS: is `now` still in the stored window (one
-//! multiplication, as tollgate tests it), then the count test (fixed window) or the estimate
-//! `previous * (w - elapsed) + (current + 1) * w <= limit * w` (sliding window, two
-//! multiplications). A decision in a later window moves the state there (one hardware division,
-//! out of line: once per window).
+//! for a clock that went back or for the end of representable time, and an answer of five words.
+//! What is left is what every window counter of this design does between its load and its CAS:
+//! is `now` still in the stored window (one multiplication, as tollgate tests it), then the count
+//! test (fixed window) or the estimate `previous * (w - elapsed) + (current + 1) * w <= limit * w`
+//! (sliding window, two multiplications). A decision in a later window moves the state there (one
+//! hardware division, out of line: once per window). A refusal makes no CAS and reports when to
+//! retry and when the window resets, as tollgate's does; the sliding window's reports 0 left (exact
+//! when the current count alone fills the limit, as on the benchmarks' denied path) and finds its
+//! retry-after as tollgate does, dividing only when the answer falls inside a window.
 //!
 //! Timed as tollgate's windows are (`DirectContender`: the same quotas, the allowed path in
 //! chunks on fresh limiters, the sliding window's previous window holding 5,000).
@@ -134,6 +136,39 @@ fn sliding_window_moved(state: u64, window: u64, now: u64) -> (u64, u64) {
     )
 }
 
+/// The earliest offset `e` in `[0, w)` into a window whose previous count is `weight` where one
+/// more request passes with `free` of the limit left (`weight * (w - e) <= free * w`), or `None`.
+/// Divides only when the answer is strictly inside the window.
+#[inline(always)]
+fn earliest_offset(weight: u64, free: u64, window: u64) -> Option<u64> {
+    if weight <= free {
+        return Some(0);
+    }
+    match free {
+        0 => None,
+        _ => Some(window - free * window / weight),
+    }
+}
+
+/// How long until a refused sliding window admits one request: later in this window, as the
+/// previous count weighs less, if the current count leaves room; else in the next window, as the
+/// current count (then the previous) weighs less; else when both have left.
+#[inline(always)]
+fn sliding_retry_after(previous: u64, current: u64, limit: u64, window: u64, elapsed: u64) -> u64 {
+    let until_next = window - elapsed;
+    let in_this_window = match current < limit {
+        true => earliest_offset(previous, limit - current - 1, window),
+        false => None,
+    };
+    match in_this_window {
+        Some(offset) => offset.saturating_sub(elapsed),
+        None => match earliest_offset(current, limit - 1, window) {
+            Some(offset) => until_next + offset,
+            None => until_next + window,
+        },
+    }
+}
+
 impl<C: Clock> Direct for MinimalSlidingWindow<C> {
     /// Admitted (1 or 0), what is left times the window (divided when asked, as tollgate's
     /// `Decision` does), retry-after, reset-after, delay.
@@ -154,7 +189,9 @@ impl<C: Clock> Direct for MinimalSlidingWindow<C> {
             let until_next = window - elapsed;
             let weighed = previous * until_next;
             if total > limit || weighed > (limit - total) * window {
-                return Err([0, 0, 0, until_next + window, 0]);
+                let current = total - 1;
+                let retry_after = sliding_retry_after(previous, current, limit, window, elapsed);
+                return Err([0, 0, retry_after, until_next + window, 0]);
             }
             Ok((
                 base + 1,
@@ -254,8 +291,8 @@ mod tests {
 
     #[test]
     fn the_sliding_window_weighs_the_previous_count() {
-        // The seed article's example: limit 100, 80 in the previous window, 25% into this one,
-        // where 30 so far make an estimate of 90 and 10 more pass: from none so far, 40 pass.
+        // Limit 100 per minute, 80 in the previous window, 15 s (25%) into this one: the estimate
+        // weighs the previous window by 45/60, 60, so from none so far 40 pass.
         let clock = ManualClock::starting_at(Timestamp::from_secs(61));
         let state = (1 << (2 * SLIDING_COUNT_BITS)) | 80;
         let limiter = MinimalSlidingWindow(Window::new(clock.clone(), 60 * NANOS_PER_SECOND, 100, state));
@@ -265,7 +302,10 @@ mod tests {
         // What is left, times the window: (100 - 1) * w - 80 * (w - 15 s).
         assert_eq!(first[1], 99 * 60 * NANOS_PER_SECOND - 80 * 45 * NANOS_PER_SECOND);
         assert_eq!(admitted((1..40).map(|_| limiter.check())), [1; 39]);
-        assert_eq!(admitted((0..2).map(|_| limiter.check())), [0, 0]);
+        // Refused: at 135.75 s the previous window weighs 80 * 44.25/60 = 59, and 59 + 41 = 100.
+        let refused = limiter.check();
+        assert_eq!(refused, [0, 0, 750_000_000, 105 * NANOS_PER_SECOND, 0]);
+        assert_eq!(limiter.check()[0], 0);
         // 40 admitted at 135 s: 80 * 45/60 + 40 = 100, the limit. At 150 s, 80 * 30/60 + 40 = 80:
         // 20 more pass.
         clock.set(Timestamp::from_secs(150));

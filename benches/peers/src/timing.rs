@@ -1,28 +1,28 @@
 //! The timed loops every scenario runs, written once and compiled once.
 //!
 //! Every loop is `#[inline(never)]`: each row, on the main thread or a spawned one, runs the same
-//! loop, so no row's code generation depends on its call site. (An earlier version, with the loop
-//! inlined into the main-thread closures, measured tollgate's hot key at 34 ns there and 16 ns in
-//! a one-thread row on a spawned thread.)
+//! loop, so no row's code generation depends on its call site (a loop inlined into each call site
+//! is optimized there, and its time then depends on the site as much as on the limiter).
 //!
 //! Every binary (`direct`, `keyed`, `contention`, `instructions`, `distinct_density`) also runs
 //! the same machine code for a given limiter type. The binaries reach the loops only through
 //! [`DirectLoops`] and [`KeyedLoops`], whose implementations (`src/compiled_loops.rs`) are
 //! non-generic `#[inline(never)]` methods, one per concrete limiter type, each calling the generic
 //! loop below: rustc codegens those methods, and the loop instance each calls, in this library
-//! crate alone, and every binary links that one copy. (When the binaries called the generic loops
-//! themselves, each instantiated and optimized its own copy: governor's one-thread coarse direct
-//! loop took 11.1 ns in `contention` and 5.19 ns in `direct`, the two compiled loops 0x119 and
-//! 0x143 bytes.) `check()` is still statically dispatched and inlined into the loop as before;
-//! the one added call is per timed run, not per decision.
+//! crate alone, and every binary links that one copy (a binary that called the generic loops
+//! itself would instantiate and optimize its own copy, which need not be the same code).
+//! `check()` is still statically dispatched and inlined into the loop; the one added call is per
+//! timed run, not per decision.
 //!
 //! Two conditions keep this true. No LTO (the workspace's `release` and `bench` profiles have
 //! none): LTO would let each binary re-optimize this crate's code. And one build of this crate:
 //! a command that builds a probe without any bench target resolves features without the
 //! dev-dependencies and compiles a second `tollgate-peers`, so `benches/run` builds the probes
-//! with `--benches`. `benches/loop_code.py` shows whether the binaries' loops are the same code
-//! (`docs/benchmarks.md`, "Threads"), and `benches/report.py` still compares every one-thread
-//! contention row with the same implementation's single-thread row.
+//! with `--benches`. The `bench` profile also builds this crate in one codegen unit (the
+//! workspace's `Cargo.toml`), so that what is inlined into a loop does not depend on how rustc
+//! splits the crate. `benches/loop_code.py` shows whether the binaries' loops are the same code,
+//! and `benches/report.py` sets every one-thread contention row beside the same implementation's
+//! single-thread row ("How far to trust a row").
 //!
 //! A limiter type no binary has timed yet needs one line in `src/compiled_loops.rs`; without it,
 //! a scenario over that type does not compile.

@@ -8,7 +8,7 @@
 /// The exponent the benchmarks use: 0.99, YCSB's "zipfian" constant.
 pub const ZIPF_EXPONENT: f64 = 0.99;
 
-/// The seed of every benchmark sequence.
+/// The random-number seed of every benchmark sequence.
 pub const ZIPF_SEED: u64 = 0x5EED_2026;
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny, well-mixed, deterministic generator.

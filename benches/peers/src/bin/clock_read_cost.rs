@@ -1,6 +1,6 @@
 //! What a clock read costs a keyed decision whose slot is not in the cache: the 1,000,000-key
 //! rows and the inserts, where the precise clock adds far more than its own read time on some
-//! machines (`docs/benchmarks.md`, "Keyed limiters").
+//! machines.
 //!
 //! ```text
 //! cargo build -p tollgate-peers --profile bench --bin clock_read_cost

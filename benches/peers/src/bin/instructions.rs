@@ -20,7 +20,7 @@
 //! Allowed-path scenarios run in chunks of 10,000 decisions on fresh limiters, as the criterion
 //! benchmark does; keyed scenarios fill their limiter before the loop, with every key decided once.
 //! Keyed limiters run the long-lived quota (`TollgateKeyed::long_lived`): under callgrind a fill
-//! of 1,000,000 keys takes many seconds, and with the benchmark quota's one second of debt per
+//! of 1,000,000 keys takes many seconds, and with the benchmark quota's ten seconds of debt per
 //! decision the first keys would be idle, and reclaimed, before the loop reached them.
 
 use std::process::ExitCode;
@@ -36,9 +36,9 @@ use tollgate_peers::{
     tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
-    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedLoops, MinimalFixed,
-    MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow, Nothing, RatelimitDirect,
-    SeedDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops,
+    MinimalBucket, MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow,
+    MutexBucketDirect, Nothing, RatelimitDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -140,21 +140,24 @@ where
         format!("direct/{clock_name}/floor/clock_read+hash+place+load8x2+cas8"),
         ClockReadHashPlaceLoadTagCas8::new(clock.clone()),
     );
-    floor_row(
-        scenarios,
-        format!("direct/{clock_name}/floor/minimal_gcra"),
-        MinimalGcra::new(clock.clone()),
-    );
     direct_rows(scenarios, clock_name, tollgate_token_bucket(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_leaky_bucket(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_fixed_window(clock.clone()));
     direct_rows(scenarios, clock_name, tollgate_sliding_window(clock.clone()));
     direct_rows(scenarios, clock_name, TollgateLog(clock.clone()));
+    direct_rows(scenarios, clock_name, MinimalBucket(clock.clone()));
     direct_rows(scenarios, clock_name, MinimalFixed(clock.clone()));
     direct_rows(scenarios, clock_name, MinimalSliding(clock));
 }
 
-fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock: &str, contender: C) {
+/// The keyed scenarios of `contender` on `clock`: the hot key, round-robin and Zipf orders, and
+/// the insert when `inserts` (the floor has none).
+fn keyed_rows<C: KeyedContender + 'static>(
+    scenarios: &mut Vec<Scenario>,
+    clock: &str,
+    contender: C,
+    inserts: bool,
+) {
     let contender = std::rc::Rc::new(contender);
     let name = C::NAME;
     let hot = contender.clone();
@@ -183,6 +186,9 @@ fn keyed_rows<C: KeyedContender + 'static>(scenarios: &mut Vec<Scenario>, clock:
                 limiter.decide_in_sequence(decisions, &sequence, &mut 0);
             }),
         ));
+    }
+    if !inserts {
+        return;
     }
     let insert = contender;
     scenarios.push((
@@ -226,16 +232,24 @@ fn scenarios() -> Vec<Scenario> {
         "precise",
         RatelimitDirect::new("ratelimit_std", ratelimit::StdClock::new),
     );
-    direct_rows(&mut scenarios, "precise", SeedDirect);
+    direct_rows(&mut scenarios, "precise", MutexBucketDirect);
     keyed_rows(
         &mut scenarios,
         "precise",
         TollgateKeyed::long_lived(PreciseClock::new()),
+        true,
     );
     keyed_rows(
         &mut scenarios,
         "precise",
         GovernorKeyed::long_lived(QuantaClock::default()),
+        true,
+    );
+    keyed_rows(
+        &mut scenarios,
+        "precise",
+        KeyedFloorContender(PreciseClock::new()),
+        false,
     );
 
     direct_clock(&mut scenarios, "coarse", CoarseClock::new());
@@ -257,8 +271,15 @@ fn scenarios() -> Vec<Scenario> {
         &mut scenarios,
         "coarse",
         TollgateKeyed::long_lived(CoarseClock::new()),
+        true,
     );
-    keyed_rows(&mut scenarios, "coarse", GovernorKeyed::long_lived(upkeep));
+    keyed_rows(&mut scenarios, "coarse", GovernorKeyed::long_lived(upkeep), true);
+    keyed_rows(
+        &mut scenarios,
+        "coarse",
+        KeyedFloorContender(CoarseClock::new()),
+        false,
+    );
     scenarios
 }
 

@@ -1,29 +1,27 @@
-//! The classic token bucket of `../shared/seeds/token-bucket.txt`, translated line for line from
-//! its Python: an `f64` token count, refilled from the time elapsed since the last call, capped at
-//! the capacity, and one token taken when at least one is there. Shared between threads the way
-//! such code usually is, behind a `Mutex`. It is the baseline tollgate is meant to beat, so it is
-//! kept exactly as the article has it: no clamping of `elapsed`, no integer arithmetic.
-//!
-//! The article reads `time.time()`; the Rust translation the issue asks for reads
-//! `std::time::Instant`, which is also what a Rust programmer would write.
+//! A token bucket as it is commonly written, and the baseline every direct table shows: an `f64`
+//! token count, refilled from the seconds elapsed since the last call (`std::time::Instant`),
+//! capped at the capacity, and one token taken when at least one is there. Threads share it the
+//! way such code usually is shared, behind a `std::sync::Mutex`. It is kept plain on purpose: no
+//! clamping of the elapsed time, no integer arithmetic, a lock around every decision.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-/// The article's `TokenBucket`, field for field.
+/// The plain token bucket: a capacity, a refill rate in tokens per second, the tokens left and
+/// the time of the last refill.
 #[derive(Debug)]
-pub struct SeedTokenBucket {
+pub struct FloatTokenBucket {
     capacity: f64,
     refill_rate: f64,
     tokens: f64,
     last_refill: Instant,
 }
 
-impl SeedTokenBucket {
-    /// `__init__(self, capacity, refill_rate)`: full, last refilled now. `refill_rate` is in tokens
-    /// per second.
-    pub fn new(capacity: f64, refill_rate: f64) -> SeedTokenBucket {
-        SeedTokenBucket {
+impl FloatTokenBucket {
+    /// A full bucket of `capacity` tokens, last refilled now, refilled at `refill_rate` tokens per
+    /// second.
+    pub fn new(capacity: f64, refill_rate: f64) -> FloatTokenBucket {
+        FloatTokenBucket {
             capacity,
             refill_rate,
             tokens: capacity,
@@ -31,7 +29,7 @@ impl SeedTokenBucket {
         }
     }
 
-    /// `consume(self)`: refill for the time elapsed, then take one token if there is one.
+    /// Refills for the time elapsed, then takes one token if there is one.
     #[inline]
     pub fn consume(&mut self) -> bool {
         let now = Instant::now();
@@ -47,14 +45,14 @@ impl SeedTokenBucket {
     }
 }
 
-/// [`SeedTokenBucket`] behind a `std::sync::Mutex`, so that threads can share it.
+/// [`FloatTokenBucket`] behind a `std::sync::Mutex`, so that threads can share it.
 #[derive(Debug)]
-pub struct MutexTokenBucket(Mutex<SeedTokenBucket>);
+pub struct MutexTokenBucket(Mutex<FloatTokenBucket>);
 
 impl MutexTokenBucket {
     /// A full bucket of `capacity` tokens refilled at `refill_rate` tokens per second.
     pub fn new(capacity: f64, refill_rate: f64) -> MutexTokenBucket {
-        MutexTokenBucket(Mutex::new(SeedTokenBucket::new(capacity, refill_rate)))
+        MutexTokenBucket(Mutex::new(FloatTokenBucket::new(capacity, refill_rate)))
     }
 
     /// Locks the bucket and consumes one token. A poisoned lock (a panic while it was held, which
@@ -80,7 +78,7 @@ mod tests {
     #[test]
     fn elapsed_time_refills_up_to_the_capacity() {
         // One token a minute: the test would have to stall for a minute to see a refill of its own.
-        let mut bucket = SeedTokenBucket::new(2.0, 1.0 / 60.0);
+        let mut bucket = FloatTokenBucket::new(2.0, 1.0 / 60.0);
         assert!(bucket.consume() && bucket.consume());
         assert!(!bucket.consume());
         // Three minutes ago: three tokens' worth of refill, capped at the capacity of two.
