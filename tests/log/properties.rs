@@ -2,16 +2,14 @@
 //! ([`reference::sliding_log::SlidingLogModel`]), direct and keyed, and of its behaviour when
 //! the clock steps backwards or runs into the end of representable time.
 
-mod reference;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::reference::sliding_log::SlidingLogModel;
+use crate::reference::trace::{ops, start, window_length, Op};
+use crate::reference::Expected;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use reference::sliding_log::SlidingLogModel;
-use reference::trace::{ops, start, window_length, Op};
-use reference::Expected;
 use tollgate::{
     Clock, KeyedLogLimiter, LogLimiter, ManualClock, Outcome, Quota, SlidingLog, Timestamp, WhenFull,
 };

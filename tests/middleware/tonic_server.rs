@@ -1,7 +1,6 @@
 //! The layer composes with tonic: `Server::builder().layer(..)` in front of a gRPC service, a
 //! real gRPC client over HTTP/2 on loopback, and a refused call is `RESOURCE_EXHAUSTED` with its
 //! rate-limit metadata. No code generation: the service and the codec are written by hand.
-#![cfg(feature = "tower")]
 
 use std::convert::Infallible;
 use std::future::Future;

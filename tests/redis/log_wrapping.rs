@@ -9,14 +9,10 @@
 //! - The one-integer refusal's reset digit at its largest (`reset == w`, decided at the newest
 //!   record) and one past it (the clock 1 µs behind the newest record: packed).
 
-#![cfg(feature = "redis")]
-
-mod redis_common;
-
 use std::time::Duration;
 
+use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::DecidedBy;
 use tollgate::{Decision, LogLimiter, ManualClock, Quota, SlidingLog, Timestamp};
 

@@ -3,9 +3,11 @@
 //! the table is full; with `u64`, `str` and byte-slice keys. Also the sliding log's direct
 //! limiter once built, and the tower layer's client-address walk over forwarding headers.
 //!
-//! Counted with `allocation-counter`, which replaces the global allocator in this test binary
-//! only and counts per thread: every allocation the closure's thread makes while it runs, so a
-//! test running at the same time on another thread is not counted. Each test first checks that
+//! Counted with `allocation-counter`, which replaces the global allocator in the `core` test
+//! binary (the only one that links it) and counts per thread (`allocation_counter::measure`:
+//! "only those allocations done by the current thread"): every allocation the closure's thread
+//! makes while it runs, so the binary's other tests, running at the same time on other threads,
+//! are not counted. Each test first checks that
 //! the counter sees an allocation it is shown, so a count of zero is not a counter that counts
 //! nothing.
 

@@ -2,15 +2,13 @@
 //! estimate ([`reference::sliding_window::SlidingWindowModel`]), the seed article's worked
 //! example, and its behaviour when the clock steps backwards.
 
-mod reference;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::reference::sliding_window::SlidingWindowModel;
+use crate::reference::trace::{ops, peek_then_check, start, window_length, Op, Start};
 use num_rational::Ratio;
 use proptest::prelude::*;
-use reference::sliding_window::SlidingWindowModel;
-use reference::trace::{ops, peek_then_check, start, window_length, Op, Start};
 use tollgate::{DirectLimiter, ManualClock, Quota, QuotaError, SlidingWindow, Timestamp};
 
 /// A sliding window of `window` ns with `limit` per window, or with the largest limit that fits

@@ -1,14 +1,12 @@
 //! Property tests of the leaky bucket shaper against a literal slot-by-slot queue simulation
 //! ([`reference::shaper::ShaperModel`]), and of its guarantees when the clock steps backwards.
 
-mod reference;
-
 use std::time::Duration;
 
+use crate::reference::shaper::ShaperModel;
+use crate::reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
+use crate::reference::{bucket_or_reject, gcra_violation, Expected};
 use proptest::prelude::*;
-use reference::shaper::ShaperModel;
-use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
-use reference::{bucket_or_reject, gcra_violation, Expected};
 use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota, Timestamp};
 
 /// The shaper for a quota, its emission interval `T` (checked against its documented

@@ -3,13 +3,11 @@
 //! peeks that store nothing; typed construction errors; the table's size; keys with debt never
 //! forgotten to make room; and the width of the fingerprint that stands in for a key.
 
-mod keyed_common;
-
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use keyed_common::{
+use crate::keyed_common::{
     fixed_window, fresh_run, leaky_bucket, same_numbers, sliding_window, token_bucket, ts, RECOVERY, SEC, T0,
 };
 use tollgate::algorithm::{Algorithm, FRESH_STATE};

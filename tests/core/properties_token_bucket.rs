@@ -2,14 +2,12 @@
 //! ([`reference::token_bucket::TokenBucketModel`]), and of the GCRA bound when the clock steps
 //! backwards.
 
-mod reference;
-
 use std::time::Duration;
 
+use crate::reference::token_bucket::TokenBucketModel;
+use crate::reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
+use crate::reference::{bucket_or_reject, gcra_violation, Expected};
 use proptest::prelude::*;
-use reference::token_bucket::TokenBucketModel;
-use reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
-use reference::{bucket_or_reject, gcra_violation, Expected};
 use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
 
 /// The bucket for a quota, and its emission interval `T` (checked against its documented

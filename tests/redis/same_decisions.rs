@@ -6,14 +6,10 @@
 //! and times in whole microseconds, as here, the decisions are equal, field for field, to the
 //! nanosecond.
 
-#![cfg(feature = "redis")]
-
-mod redis_common;
-
 use std::time::Duration;
 
+use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
@@ -399,7 +395,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
 /// after such a key has expired (a millisecond of real time between the decision's answer and
 /// it): a key found gone while the local state still counts, with a reset-after under
 /// [`RACED_TTL`], starts both sides afresh (counted, and bounded); one gone with a longer
-/// reset-after fails the test. Expiry has its own tests (`redis_faults.rs`).
+/// reset-after fails the test. Expiry has its own tests (`faults.rs`).
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters_at_extreme_times() {
     const END: u64 = 1 << 52;

@@ -12,8 +12,6 @@
 //! also means preemptions in the middle of inserts and settles. A watcher thread reads `len()`
 //! throughout.
 
-mod keyed_common;
-
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,7 +19,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::Instant;
 
-use keyed_common::{
+use crate::keyed_common::{
     fixed_window, fresh_run, leaky_bucket, same_numbers, sliding_window, token_bucket, ts, SplitMix,
     RECOVERY, T0,
 };
@@ -759,7 +757,7 @@ const MILLION: usize = 1_000_000;
 
 /// A bucket of one per hour: one admission leaves a key with debt for an hour.
 fn one_per_hour() -> TokenBucket {
-    TokenBucket::new(keyed_common::quota("1/h")).unwrap()
+    TokenBucket::new(crate::keyed_common::quota("1/h")).unwrap()
 }
 
 /// A table built for 1,000,000 keys holds 1,000,000 keys with debt: every one admitted, none

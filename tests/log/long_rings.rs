@@ -6,14 +6,12 @@
 //! `clear` of the ring): every decision is the plain list's, decided at the latest admission
 //! when the clock is behind it.
 
-mod reference;
-
 use std::time::Duration;
 
+use crate::reference::sliding_log::SlidingLogModel;
+use crate::reference::trace::{ops, start, window_length};
+use crate::reference::Expected;
 use proptest::prelude::*;
-use reference::sliding_log::SlidingLogModel;
-use reference::trace::{ops, start, window_length};
-use reference::Expected;
 use tollgate::{LogLimiter, ManualClock, Quota, SlidingLog, Timestamp};
 
 proptest! {

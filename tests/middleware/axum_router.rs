@@ -1,16 +1,13 @@
 //! The layer composes with axum: a `Router` layer, the peer address from axum's `ConnectInfo`.
-#![cfg(feature = "tower")]
-
-mod middleware_common;
 
 use std::net::{IpAddr, SocketAddr};
 
+use crate::middleware_common::{get, http1_client};
 use axum::extract::ConnectInfo;
 use axum::routing::get as route_get;
 use axum::Router;
 use http::request::Parts;
 use http::StatusCode;
-use middleware_common::{get, http1_client};
 use tokio::net::TcpListener;
 use tollgate::middleware::{KeyError, KeyFn, RateLimitLayer};
 use tollgate::{KeyedLimiter, ManualClock, Timestamp, TokenBucket};

@@ -1,16 +1,11 @@
 //! Refunds through Redis (`RedisLimiter::refund_n`, and the layer's refund of an abandoned
 //! shaped request): the same answers as the local limiters' `refund_n_at`, the key's expiry kept
 //! exact, typed errors, best effort when Redis is away.
-#![cfg(feature = "redis")]
-
-#[cfg(feature = "tower")]
-mod middleware_common;
-mod redis_common;
 
 use std::time::Duration;
 
+use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisLimiter,
 };
@@ -387,8 +382,8 @@ mod layer {
     use tollgate::{LeakyBucket, ManualClock, Timestamp};
     use tower::{Layer, Service};
 
-    use super::middleware_common::Hello;
-    use super::redis_common::RedisServer;
+    use crate::middleware_common::Hello;
+    use crate::redis_common::RedisServer;
 
     /// How long the next request for `key` would wait: a weightless check reads the queue
     /// without taking a slot.
@@ -923,8 +918,8 @@ mod fallback {
     use tollgate::{CostTooLarge, Decision, KeyedLimiter, LeakyBucket, ManualClock, Timestamp};
     use tower::{Layer, Service};
 
-    use super::middleware_common::Hello;
-    use super::redis_common::RedisServer;
+    use crate::middleware_common::Hello;
+    use crate::redis_common::RedisServer;
 
     type Shaper = KeyedLimiter<str, LeakyBucket, ManualClock>;
 

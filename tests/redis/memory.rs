@@ -10,15 +10,11 @@
 //! on Redis 7.0, is far above the few KiB these keys hold), so it is full whatever else the
 //! server allocates meanwhile. Client time, frozen: nothing drains between two decisions.
 
-#![cfg(feature = "redis")]
-
-mod redis_common;
-
 use std::time::{Duration, Instant};
 
+use crate::redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use tollgate::distributed::{DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter};
 use tollgate::{
     FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Outcome, SlidingLog, SlidingWindow, Timestamp,

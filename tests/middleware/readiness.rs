@@ -2,9 +2,6 @@
 //! `poll_ready` (as tower's `ConcurrencyLimit` or `Buffer` do) keeps serving other clients while
 //! requests wait, for their shaping slot or for a limiter deciding elsewhere; a waiting request
 //! polls the inner service ready only once its wait is over.
-#![cfg(feature = "tower")]
-
-mod middleware_common;
 
 use std::convert::Infallible;
 use std::future::{poll_fn, ready, Ready};
@@ -12,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::middleware_common::{api_key, clock};
 use http::{Request, Response, StatusCode};
-use middleware_common::{api_key, clock};
 use tokio::time::Instant;
 use tollgate::middleware::{LimiterError, Policy, RateLimitLayer, RateLimiter};
 use tollgate::{Decision, KeyedLimiter, LeakyBucket, ManualClock, TokenBucket};

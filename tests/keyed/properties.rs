@@ -16,13 +16,11 @@
 //!   forgotten never resets); a key is refused for room (`TableFull`, or `AllowedUntracked` with
 //!   `Admit`) only when it carries no debt itself and every slot holds another key that does.
 
-mod keyed_common;
-
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use keyed_common::{same_numbers, ts, SEC, T0};
+use crate::keyed_common::{same_numbers, ts, SEC, T0};
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, FRESH_STATE};
 use tollgate::{
@@ -376,7 +374,7 @@ fn tight<A: Algorithm + Debug>(
                 );
                 // What the check answered, the peek before it answered too. (A peek of a key
                 // that then finds no room is the subject of
-                // `keyed_behaviour::peek_of_a_key_that_finds_no_room_equals_the_check`.)
+                // `behaviour::peek_of_a_key_that_finds_no_room_equals_the_check`.)
                 prop_assert_eq!(peeked, checked, "op {}: peek then check", i);
                 reference.states.insert(key, expected.state);
             }

@@ -1,8 +1,5 @@
 //! The rate-limit layer over real TCP on loopback, with a real HTTP client: refusals, their
 //! fields, recovery on a manual clock, keys, spoofing, per-route layers, errors.
-#![cfg(feature = "tower")]
-
-mod middleware_common;
 
 use std::future::{ready, Future};
 use std::net::{IpAddr, SocketAddr};
@@ -11,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::middleware_common::{api_key, clock, get, http1_client, post, serve, Hello};
 use http::{Method, Request, Response, StatusCode};
-use middleware_common::{api_key, clock, get, http1_client, post, serve, Hello};
 use tollgate::middleware::{
     ClientIp, LimiterError, MissingKey, OnLimiterError, PeerIp, Policy, RateLimitLayer, RateLimiter,
     RouteFilter,

@@ -1,14 +1,10 @@
 //! Several instances, each with its own connection, share one key: together they admit exactly
 //! the quota, at a frozen client time and on the server's clock.
 
-#![cfg(feature = "redis")]
-
-mod redis_common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis_common::RedisServer;
+use crate::redis_common::RedisServer;
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter, TimeSource};
 use tollgate::{FixedWindow, LeakyBucket, ManualClock, SlidingLog, SlidingWindow, Timestamp, TokenBucket};
 

@@ -1,14 +1,11 @@
 //! Shaping through the layer with the leaky bucket, over real TCP: admitted requests wait for
 //! their slots, a wait beyond the maximum is refused, a client that leaves gives its slot back.
-#![cfg(feature = "tower")]
-
-mod middleware_common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::middleware_common::{api_key, clock, get, http1_client, serve, Hello, Stamp};
 use http::{Request, StatusCode};
-use middleware_common::{api_key, clock, get, http1_client, serve, Hello, Stamp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tollgate::middleware::{HeaderKey, Origin, RateLimit, RateLimitLayer, RateLimiter};

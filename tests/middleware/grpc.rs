@@ -1,12 +1,9 @@
 //! gRPC through the layer, over HTTP/2 on loopback: a refused call is `RESOURCE_EXHAUSTED`.
-#![cfg(feature = "tower")]
 
-mod middleware_common;
-
+use crate::middleware_common::{http1_client, http2_client, send, serve, Hello};
 use bytes::Bytes;
 use http::{HeaderName, Method, Request, StatusCode, Version};
 use http_body_util::Empty;
-use middleware_common::{http1_client, http2_client, send, serve, Hello};
 use tollgate::middleware::{HeaderKey, RateLimitLayer};
 use tollgate::{KeyedLimiter, ManualClock, Timestamp, TokenBucket};
 use tower::Layer;

@@ -1,8 +1,6 @@
 //! Every configuration the distributed limiter refuses is a typed error at construction, and
 //! the decision path's own errors are typed too. No server is needed: the connection is lazy.
 
-#![cfg(feature = "redis")]
-
 use std::future::Future;
 use std::time::Duration;
 

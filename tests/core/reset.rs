@@ -1,9 +1,7 @@
 //! `reset`: forgetting what a limiter (or one key of a keyed limiter) has counted, so that its
 //! next requests are decided exactly as a new limiter's (a new key's), and nothing else moves.
 
-mod keyed_common;
-
-use keyed_common::{
+use crate::keyed_common::{
     fixed_window, fresh_run, leaky_bucket, sliding_window, token_bucket, ts, RECOVERY, SEC, T0,
 };
 use tollgate::algorithm::{Algorithm, FRESH_STATE};

@@ -2,15 +2,11 @@
 //! policy, nothing panics, and decisions through Redis resume by themselves. Keys holding
 //! foreign values are typed errors.
 
-#![cfg(feature = "redis")]
-
-mod redis_common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
     RedisResetError, PACKED_LOG_LIMIT,
@@ -998,42 +994,42 @@ async fn a_script_refuses_a_weight_its_client_never_sends() {
     let scripts = [
         (
             "gcra",
-            include_str!("../src/distributed/gcra.lua"),
+            include_str!("../../src/distributed/gcra.lua"),
             [-1, 1_000, 10_000],
         ),
         (
             "gcra_refund",
-            include_str!("../src/distributed/gcra_refund.lua"),
+            include_str!("../../src/distributed/gcra_refund.lua"),
             [-1, 1_000, 10_000],
         ),
         (
             "fixed_window",
-            include_str!("../src/distributed/fixed_window.lua"),
+            include_str!("../../src/distributed/fixed_window.lua"),
             [-1, 1_000_000, 10],
         ),
         (
             "sliding_window",
-            include_str!("../src/distributed/sliding_window.lua"),
+            include_str!("../../src/distributed/sliding_window.lua"),
             [-1, 1_000_000, 10],
         ),
         (
             "sliding_log",
-            include_str!("../src/distributed/sliding_log.lua"),
+            include_str!("../../src/distributed/sliding_log.lua"),
             [-1, 1_000_000, 10],
         ),
         (
             "sliding_log",
-            include_str!("../src/distributed/sliding_log.lua"),
+            include_str!("../../src/distributed/sliding_log.lua"),
             [11, 1_000_000, 10],
         ),
         (
             "sliding_log_list",
-            include_str!("../src/distributed/sliding_log_list.lua"),
+            include_str!("../../src/distributed/sliding_log_list.lua"),
             [-1, 1_000_000, 10],
         ),
         (
             "sliding_log_list",
-            include_str!("../src/distributed/sliding_log_list.lua"),
+            include_str!("../../src/distributed/sliding_log_list.lua"),
             [11, 1_000_000, 10],
         ),
     ];

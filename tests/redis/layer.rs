@@ -1,17 +1,13 @@
 //! Two gateways sharing one quota: the tower layer over the Redis limiter, each layer with its
 //! own connection, answering over real TCP with a real HTTP client against a real redis-server.
-#![cfg(all(feature = "redis", feature = "tower"))]
-
-mod middleware_common;
-mod redis_common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::middleware_common::{get, http1_client, serve, Hello};
+use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use http::{HeaderName, StatusCode};
-use middleware_common::{get, http1_client, serve, Hello};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, raw_connection, RedisServer};
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter};
 use tollgate::middleware::{HeaderKey, Origin, RateLimitLayer, RateLimiter};
 use tollgate::{KeyedLimiter, LeakyBucket, ManualClock, Timestamp, TokenBucket};

@@ -1,14 +1,11 @@
 //! `RedisLimiter::reset`: a key forgotten for the whole fleet (its state deleted in Redis, in
 //! both encodings of a sliding log) and in the instance's fallback limiter; typed errors when
 //! Redis is away.
-#![cfg(feature = "redis")]
-
-mod redis_common;
 
 use std::time::Duration;
 
+use crate::redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter, RedisResetError,
 };

@@ -2,14 +2,12 @@
 //! ([`reference::fixed_window::FixedWindowModel`]), and of its behaviour when the clock steps
 //! backwards.
 
-mod reference;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::reference::fixed_window::FixedWindowModel;
+use crate::reference::trace::{ops, peek_then_check, start, window_length, Op, Start};
 use proptest::prelude::*;
-use reference::fixed_window::FixedWindowModel;
-use reference::trace::{ops, peek_then_check, start, window_length, Op, Start};
 use tollgate::{DirectLimiter, FixedWindow, ManualClock, Quota, QuotaError, Timestamp};
 
 /// A fixed window of `window` ns with `limit` per window, or with the largest limit that fits
