@@ -8,5 +8,5 @@
 mod keyed_common;
 
 mod behaviour;
-mod properties;
+mod properties_keyed_limiter;
 mod stress;

@@ -9,5 +9,5 @@ mod reference;
 
 mod behaviour;
 mod long_rings;
-mod properties;
+mod properties_sliding_log;
 mod stress;
