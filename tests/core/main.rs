@@ -11,6 +11,7 @@ mod keyed_common;
 mod reference;
 
 mod allocations;
+mod bucket_properties;
 mod edges;
 mod errors;
 mod properties_fixed_window;

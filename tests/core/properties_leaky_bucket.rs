@@ -1,63 +1,17 @@
 //! Property tests of the leaky bucket shaper against a literal slot-by-slot queue simulation
-//! ([`reference::shaper::ShaperModel`]), and of its guarantees when the clock steps backwards.
+//! ([`reference::shaper::ShaperModel`]), and of its guarantees when the clock steps backwards:
+//! the buckets' shared properties (`bucket_properties`), run on `LeakyBucket`, and the shaper's
+//! own, slots given back.
 
 use std::time::Duration;
 
+use proptest::prelude::*;
+use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Timestamp};
+
+use crate::bucket_properties::{bucket, run_against_model, run_with_backward_steps};
 use crate::reference::shaper::ShaperModel;
 use crate::reference::trace::{bucket_period, ops, peek_then_check, start, Op, Start};
-use crate::reference::{bucket_or_reject, gcra_violation, Expected};
-use proptest::prelude::*;
-use tollgate::{DirectLimiter, LeakyBucket, ManualClock, Quota, Timestamp};
-
-/// The shaper for a quota, its emission interval `T` (checked against its documented
-/// definition: `period / count` rounded up to whole nanoseconds), and its burst.
-fn shaper(count: u64, period: u64, burst: Option<u64>) -> Result<(LeakyBucket, u64, u64), TestCaseError> {
-    let mut quota = Quota::new(count, Duration::from_nanos(period)).unwrap();
-    if let Some(burst) = burst {
-        quota = quota.with_burst(burst).unwrap();
-    }
-    let shaper = bucket_or_reject(count, period, LeakyBucket::new(quota))?;
-    let interval = u64::try_from(shaper.emission_interval().as_nanos()).unwrap();
-    assert!(
-        interval * count >= period && (interval - 1) * count < period,
-        "T = ceil(period / count)"
-    );
-    assert_eq!(shaper.max_queue(), quota.burst() - 1);
-    Ok((shaper, interval, quota.burst()))
-}
-
-fn run_against_model(
-    count: u64,
-    period: u64,
-    burst: Option<u64>,
-    start: Start,
-    ops: &[Op],
-) -> Result<(), TestCaseError> {
-    let (shaper, interval, burst) = shaper(count, period, burst)?;
-    let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
-    prop_assert_eq!(limiter.capacity(), burst);
-    let mut model = ShaperModel::new(interval, burst);
-    let mut now = start.at(interval);
-    for (i, op) in ops.iter().enumerate() {
-        if i > 0 {
-            now = op.forward(now, interval);
-        }
-        let cost = op.cost(burst);
-        let got = peek_then_check(&limiter, op, now, cost)?;
-        let expected = model.decide(now, cost);
-        prop_assert_eq!(
-            got,
-            expected,
-            "request {} at t={} weight {} (T={}, burst={})",
-            i,
-            now,
-            cost,
-            interval,
-            burst
-        );
-    }
-    Ok(())
-}
+use crate::reference::Expected;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
@@ -72,7 +26,7 @@ proptest! {
         start in start(),
         ops in ops(64),
     ) {
-        run_against_model(count, period, burst, start, &ops)?;
+        run_against_model::<LeakyBucket>(count, period, burst, start, &ops)?;
     }
 
     /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and
@@ -89,7 +43,7 @@ proptest! {
         start in start(),
         ops in ops(64),
     ) {
-        run_with_backward_steps(count, period, burst, start, false, &ops)?;
+        run_with_backward_steps::<LeakyBucket>(count, period, burst, start, false, &ops)?;
     }
 
     /// With slots given back (`refund_slot_at`, the shaper's refund) between the requests, and
@@ -118,7 +72,7 @@ proptest! {
         start in start(),
         ops in ops(64),
     ) {
-        run_with_backward_steps(count, period, burst, start, true, &ops)?;
+        run_with_backward_steps::<LeakyBucket>(count, period, burst, start, true, &ops)?;
     }
 }
 
@@ -150,7 +104,7 @@ fn run_with_slot_refunds(
     start: Start,
     steps: &[Step],
 ) -> Result<(), TestCaseError> {
-    let (shaper, interval, burst) = shaper(count, period, burst)?;
+    let (shaper, interval, burst) = bucket::<LeakyBucket>(count, period, burst)?;
     let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
     let mut model = ShaperModel::new(interval, burst);
     let mut now = start.at(interval);
@@ -221,72 +175,6 @@ fn run_with_slot_refunds(
             interval
         );
     }
-    Ok(())
-}
-
-fn run_with_backward_steps(
-    count: u64,
-    period: u64,
-    burst: Option<u64>,
-    start: Start,
-    near_the_end: bool,
-    ops: &[Op],
-) -> Result<(), TestCaseError> {
-    let (shaper, interval, burst) = shaper(count, period, burst)?;
-    let limiter = DirectLimiter::with_clock(shaper, ManualClock::new());
-    let mut now = if near_the_end {
-        start.near_the_end(interval)
-    } else {
-        start.at(interval)
-    };
-    let mut admitted = Vec::new();
-    let mut previous_end: Option<u128> = None;
-    for (i, op) in ops.iter().enumerate() {
-        if i > 0 {
-            now = op.any_direction(now, interval);
-        }
-        let cost = op.cost(burst);
-        let got = peek_then_check(&limiter, op, now, cost)?;
-        prop_assert!(got.remaining <= burst);
-        if got.allowed && cost == 0 {
-            // A weightless request takes no slot and counts nothing: it is not part of the
-            // schedule these properties are about.
-            prop_assert_eq!(got.retry_after, 0);
-        } else if got.allowed {
-            prop_assert_eq!(got.retry_after, 0);
-            let slot = u128::from(now) + u128::from(got.delay);
-            let end = slot + u128::from(cost * interval);
-            if let Some(previous_end) = previous_end {
-                prop_assert!(
-                    slot >= previous_end,
-                    "request {} starts at {} before the previous slot ends at {}",
-                    i,
-                    slot,
-                    previous_end
-                );
-            }
-            prop_assert!(
-                got.delay + cost * interval <= burst * interval,
-                "queue overflow at request {}",
-                i
-            );
-            prop_assert!(
-                end <= u128::from(u64::MAX),
-                "request {} scheduled past the end of time",
-                i
-            );
-            previous_end = Some(end);
-            admitted.push((now, cost));
-        } else {
-            prop_assert_eq!(got.delay, 0);
-        }
-    }
-    prop_assert_eq!(
-        gcra_violation(&admitted, interval, burst),
-        None,
-        "admitted: {:?}",
-        admitted
-    );
     Ok(())
 }
 
