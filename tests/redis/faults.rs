@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
+use crate::redis_common::{client_time_limiter, raw_connection, shared_database, RedisServer, RedisUrl};
 use redis::AsyncCommands;
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisDecision, RedisLimiter,
@@ -28,7 +28,7 @@ async fn limiter(server: &RedisServer, policy: FailurePolicy) -> RedisLimiter {
 }
 
 /// A limiter failing open that waits up to 5 s for Redis, so that every answer is Redis's.
-async fn patient(server: &RedisServer, algorithm: impl Into<RedisAlgorithm>) -> RedisLimiter {
+async fn patient(server: &impl RedisUrl, algorithm: impl Into<RedisAlgorithm>) -> RedisLimiter {
     RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
         .deadline(Duration::from_secs(5))
         .connect()
@@ -184,7 +184,7 @@ async fn a_limiter_built_while_redis_is_down_answers_by_its_policy() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_key_holding_a_foreign_value_is_a_typed_error() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     for algorithm in every_algorithm("10/s") {
         let limiter = patient(&server, algorithm).await;
@@ -260,7 +260,7 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
 /// `inf` and `-5` were read, and `%d` of them gave the key a negative TTL, so it vanished).
 #[tokio::test(flavor = "current_thread")]
 async fn a_list_log_with_entries_out_of_range_is_corrupt() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let log = SlidingLog::new(Quota::new(300, Duration::from_secs(60)).unwrap()).unwrap();
     let limiter = patient(&server, log).await;
@@ -286,7 +286,7 @@ async fn a_list_log_with_entries_out_of_range_is_corrupt() {
 /// exist yet.
 #[tokio::test(flavor = "current_thread")]
 async fn an_error_about_the_other_encodings_key_names_that_key() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     for limit in [5, 300] {
         let log = SlidingLog::new(Quota::new(limit, Duration::from_secs(60)).unwrap()).unwrap();
@@ -414,7 +414,7 @@ async fn a_stalled_server_is_a_timeout_answered_within_the_deadline() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     for algorithm in every_algorithm("10/s burst 5") {
         let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
@@ -486,7 +486,7 @@ fn is_list(algorithm: &RedisAlgorithm) -> bool {
 /// than it allows, never an error. Client time, frozen, so that nothing drains meanwhile.
 #[tokio::test(flavor = "current_thread")]
 async fn a_lowered_quota_refuses_keys_counted_under_the_old_one() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let at = Timestamp::from_secs(1_800_000_000);
     let (high, low): (Quota, Quota) = ("10/min".parse().unwrap(), "4/min".parse().unwrap());
     let pairs: [(RedisAlgorithm, RedisAlgorithm); 5] = [
@@ -537,7 +537,7 @@ const HALF_PAST_EIGHT: u64 = 1_800_000_000 + 1_800;
 /// Fills `key` under `before`'s window, then asks under `after`'s (same prefix, same client key)
 /// at the same instant. Returns the limiter of the new quota and the answer it gave.
 async fn after_a_window_change(
-    server: &RedisServer,
+    server: &impl RedisUrl,
     clock: &ManualClock,
     before: RedisAlgorithm,
     after: RedisAlgorithm,
@@ -556,7 +556,7 @@ async fn after_a_window_change(
 /// failure policy), and the key then lives until the day's end, not the hour's.
 #[tokio::test(flavor = "current_thread")]
 async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
     let to_midnight = Duration::from_secs(86_400 - 8 * 3_600 - 1_800);
@@ -605,7 +605,7 @@ async fn a_lengthened_window_keeps_counting_the_old_windows_units() {
 /// margins, 0.9 s before the old key's expiry and 0.5 s after it, are for a loaded machine.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_lengthened_log_window_loses_its_units_when_the_old_key_expires() {
-    let server = RedisServer::start();
+    let server = shared_database();
     for limit in [5, 300] {
         let clock = ManualClock::new();
         let base = 1_700_000_000_000_000u64; // µs
@@ -638,7 +638,7 @@ async fn a_lengthened_log_window_loses_its_units_when_the_old_key_expires() {
 /// the hour (for the sliding window, the next one too) has passed.
 #[tokio::test(flavor = "current_thread")]
 async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
     let pairs: [(RedisAlgorithm, RedisAlgorithm, u64); 2] = [
         (
@@ -678,7 +678,7 @@ async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
 /// "disagreed" and the failure policy decided.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_shortened_window_decides_on_counts_past_its_count_field() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let minute = SlidingWindow::new("20000/min".parse().unwrap()).unwrap();
     let second = SlidingWindow::new("10/s".parse().unwrap()).unwrap();
     assert!(
@@ -728,7 +728,7 @@ async fn a_shortened_window_decides_on_counts_past_its_count_field() {
 /// they lose: the key is then theirs again, and they refuse past it.
 #[tokio::test(flavor = "current_thread")]
 async fn a_rolling_window_change_loses_the_longer_windows_units_at_most_once() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let (hour, day): (Quota, Quota) = ("10/h".parse().unwrap(), "10/d".parse().unwrap());
     // 08:30 plus this much is in a new hour (two for the sliding window) of the same day.
     let pairs: [(RedisAlgorithm, RedisAlgorithm, u64); 2] = [
@@ -897,7 +897,7 @@ async fn admitted_of(limiter: &RedisLimiter, key: &str, count: u32) -> u32 {
 /// both directions, and the first admission moves them into its own key.
 #[tokio::test(flavor = "current_thread")]
 async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
@@ -934,7 +934,7 @@ async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
 /// about 8000 values at most; the script's error fell to the failure policy).
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_of_many_units_moves_into_the_list() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
@@ -961,7 +961,7 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
 /// (256 a minute), so the one admitted at minute 14 leaves 5 h after it, 44 min from now.
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let log = |quota: &str| SlidingLog::new(quota.parse().unwrap()).unwrap();
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
@@ -989,7 +989,7 @@ async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
 /// negative expiry, and the packed log stored a record of 4,294,967,295 units.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_script_refuses_a_weight_its_client_never_sends() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let scripts = [
         (

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::redis_common::RedisServer;
+use crate::redis_common::{shared_database, RedisUrl};
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter, TimeSource};
 use tollgate::{FixedWindow, LeakyBucket, ManualClock, SlidingLog, SlidingWindow, Timestamp, TokenBucket};
 
@@ -16,7 +16,7 @@ const _: () = assert!(INSTANCES * REQUESTS_PER_INSTANCE > 100);
 /// Every instance sends its requests concurrently on its own connection; returns how many
 /// passed in all.
 async fn fleet_admissions(
-    server: &RedisServer,
+    server: &impl RedisUrl,
     algorithm: RedisAlgorithm,
     time: TimeSource,
     key: &str,
@@ -61,7 +61,7 @@ async fn fleet_admissions(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_at_a_frozen_time_admits_exactly_the_quota() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let frozen = TimeSource::client(ManualClock::starting_at(Timestamp::from_secs(1_700_000_040)));
     // Client time stands still, Redis's clock does not: each key's TTL is its reset-after in
     // client time, so the buckets run slowly enough that no key can expire, in real time,
@@ -89,7 +89,7 @@ async fn a_fleet_at_a_frozen_time_admits_exactly_the_quota() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_on_the_server_clock_admits_exactly_the_burst() {
-    let server = RedisServer::start();
+    let server = shared_database();
     // One unit an hour: nothing refills during the test, so exactly the burst passes.
     let bucket = TokenBucket::new("1/h burst 100".parse().unwrap()).unwrap();
     let admitted = fleet_admissions(&server, bucket.into(), TimeSource::Server, "shared").await;

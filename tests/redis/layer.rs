@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::middleware_common::{get, http1_client, serve, Hello};
-use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
+use crate::redis_common::{client_time_limiter, raw_connection, shared_database, RedisServer};
 use http::{HeaderName, StatusCode};
 use redis::AsyncCommands;
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisLimiter};
@@ -17,7 +17,7 @@ type Error = Box<dyn std::error::Error>;
 
 #[tokio::test]
 async fn two_gateways_on_one_redis_share_one_quota() -> Result<(), Error> {
-    let server = RedisServer::start();
+    let server = shared_database();
     // Both instances read the same frozen client time, so the test does not race the clock.
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let mut gateways = Vec::new();

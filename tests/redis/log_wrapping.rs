@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
+use crate::redis_common::{client_time_limiter, raw_connection, shared_database};
 use redis::AsyncCommands;
 use tollgate::distributed::DecidedBy;
 use tollgate::{Decision, LogLimiter, ManualClock, Quota, SlidingLog, Timestamp};
@@ -70,7 +70,7 @@ impl Random {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_log_whose_counts_wrap_decides_as_the_local_limiter() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     // (limit, window in s): a short log, one that keeps records that left, and the largest.
     for (limit, window) in [(7u64, 16u64), (40, 80), (256, 600)] {
@@ -124,7 +124,7 @@ async fn a_log_whose_counts_wrap_decides_as_the_local_limiter() {
 /// (one integer); 1 µs behind it, `w + 1` (packed). Both read as the local limiter's.
 #[tokio::test(flavor = "current_thread")]
 async fn a_refusal_at_and_just_behind_the_newest_record_reads_as_the_local_one() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     for (limit, window) in [(1u64, 1u64), (2, 10_000_000), (256, 3)] {
         let clock = ManualClock::new();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
+use crate::redis_common::{client_time_limiter, raw_connection, shared_database, RedisServer};
 use redis::AsyncCommands;
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisLimiter,
@@ -131,7 +131,7 @@ fn scenarios() -> Vec<Scenario> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn refunds_answer_as_the_local_limiters() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let clock = ManualClock::new();
     let mut refunds = 0;
     for (number, (name, local, algorithm, steps)) in scenarios().into_iter().enumerate() {
@@ -169,7 +169,7 @@ async fn refunds_answer_as_the_local_limiters() {
 /// nothing.
 #[tokio::test(flavor = "current_thread")]
 async fn a_refund_keeps_the_key_expiring_when_fresh_again() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let buckets: [RedisAlgorithm; 2] = [
         TokenBucket::new(quota("10/s burst 5")).unwrap().into(),
@@ -213,7 +213,7 @@ async fn a_refund_keeps_the_key_expiring_when_fresh_again() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn refund_errors_are_typed() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let bucket = TokenBucket::new(quota("10/s burst 5")).unwrap();
     let limiter = RedisLimiter::builder(server.url(), bucket, FailurePolicy::FailOpen)
@@ -383,7 +383,7 @@ mod layer {
     use tower::{Layer, Service};
 
     use crate::middleware_common::Hello;
-    use crate::redis_common::RedisServer;
+    use crate::redis_common::{shared_database, RedisServer, RedisUrl};
 
     /// How long the next request for `key` would wait: a weightless check reads the queue
     /// without taking a slot.
@@ -406,7 +406,7 @@ mod layer {
 
     /// A Redis shaper of `quota`, failing closed, on a client clock that stands still: the state
     /// in Redis only changes when the layer decides or refunds.
-    async fn fleet_shaper(server: &RedisServer, quota: &str) -> Arc<RedisLimiter> {
+    async fn fleet_shaper(server: &impl RedisUrl, quota: &str) -> Arc<RedisLimiter> {
         Arc::new(
             RedisLimiter::builder(
                 server.url(),
@@ -425,7 +425,7 @@ mod layer {
 
     #[tokio::test]
     async fn an_abandoned_shaped_request_gives_its_slot_back_to_the_fleet() {
-        let server = RedisServer::start();
+        let server = shared_database();
         // A slot every 10 s, one at once and one waiting, on a client clock that stands still:
         // the state in Redis only changes when the layer decides or refunds.
         let limiter = fleet_shaper(&server, "1/10s burst 2").await;
@@ -536,7 +536,7 @@ mod layer {
     #[tokio::test]
     async fn a_slot_in_the_middle_of_the_fleets_queue_passes_unused() {
         use tollgate::middleware::{Origin, RateLimiter};
-        let server = RedisServer::start();
+        let server = shared_database();
         let now = Timestamp::from_secs(1_800_000_000);
         let limiter = super::client_time_limiter(
             &server,
@@ -601,7 +601,7 @@ mod layer {
 
     /// A Redis shaper of one slot every 10 s, 5 at once, on a client clock frozen at
     /// [`FROZEN`]: a key's TAT only moves when the layer decides or refunds.
-    async fn frozen_shaper(server: &RedisServer) -> RedisLimiter {
+    async fn frozen_shaper(server: &impl RedisUrl) -> RedisLimiter {
         super::client_time_limiter(
             server,
             LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
@@ -653,7 +653,7 @@ mod layer {
     /// D's, found the queue ending at D's slot and gave nothing back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn slots_given_back_from_the_end_of_the_queue_all_come_back() {
-        let server = RedisServer::start();
+        let server = shared_database();
         let limiter = frozen_shaper(&server).await;
         let mut raw = super::raw_connection(&server).await;
         for round in 0..50 {
@@ -714,7 +714,7 @@ mod layer {
     /// by the first refund, every later refund waited for that runtime).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refund_runs_on_a_runtime_that_runs() {
-        let server = RedisServer::start();
+        let server = shared_database();
         let limiter = Arc::new(frozen_shaper(&server).await);
         let mut raw = super::raw_connection(&server).await;
         let other = slot(&limiter, "other").await;
@@ -730,7 +730,7 @@ mod layer {
     /// next refund of the key, from a runtime that runs, reaches Redis.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refund_lost_with_its_runtime_does_not_hold_up_its_key() {
-        let server = RedisServer::start();
+        let server = shared_database();
         let limiter = Arc::new(frozen_shaper(&server).await);
         let mut raw = super::raw_connection(&server).await;
         let (_a, b) = (slot(&limiter, "x").await, slot(&limiter, "x").await);
@@ -761,7 +761,7 @@ mod layer {
         const THREADS: usize = 8;
         const EACH: u64 = 150;
         let total = THREADS as u64 * EACH;
-        let server = RedisServer::start();
+        let server = shared_database();
         let setup = tokio::runtime::Runtime::new().unwrap();
         // An hour per unit: a lost refund leaves the key an hour from full, which its expiry (on
         // the server's real clock, while the client's clock stands still) does not hide.
@@ -840,7 +840,7 @@ mod layer {
     #[tokio::test]
     async fn on_the_servers_clock_the_last_slot_goes_back() {
         use tollgate::middleware::{Origin, RateLimiter};
-        let server = RedisServer::start();
+        let server = shared_database();
         let limiter = RedisLimiter::builder(
             server.url(),
             LeakyBucket::new("1/10s burst 5".parse().unwrap()).unwrap(),
@@ -876,7 +876,7 @@ mod layer {
     #[tokio::test]
     async fn a_wait_above_the_maximum_is_refused_by_the_script() {
         use tollgate::middleware::{Origin, RateLimiter};
-        let server = RedisServer::start();
+        let server = shared_database();
         let now = Timestamp::from_secs(1_800_000_000);
         let limiter = super::client_time_limiter(
             &server,

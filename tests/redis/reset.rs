@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use crate::redis_common::{client_time_limiter, client_time_limiter_with, raw_connection, RedisServer};
+use crate::redis_common::{
+    client_time_limiter, client_time_limiter_with, raw_connection, shared_database, RedisServer,
+};
 use redis::AsyncCommands;
 use tollgate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisLimiter, RedisResetError,
@@ -54,7 +56,7 @@ async fn admitted(limiter: &RedisLimiter, key: &str, asked: u64) -> u64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_reset_key_is_decided_as_a_new_one_and_only_it() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let clock = ManualClock::starting_at(NOW);
     for (name, algorithm, limit) in algorithms() {
@@ -88,7 +90,7 @@ async fn a_reset_key_is_decided_as_a_new_one_and_only_it() {
 /// other side of 256, `docs/distributed.md`, "Sliding log"): a reset deletes both.
 #[tokio::test(flavor = "current_thread")]
 async fn a_log_reset_deletes_both_encodings() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let clock = ManualClock::starting_at(NOW);
     let as_list =
@@ -162,7 +164,7 @@ async fn a_reset_without_redis_is_an_error_and_still_resets_the_fallback() {
 /// `FailOpen` and `FailClosed` count nothing locally: a reset through them is Redis's answer.
 #[tokio::test(flavor = "current_thread")]
 async fn the_policies_without_a_local_count_forget_nothing_locally() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let clock = ManualClock::starting_at(NOW);
     let algorithm = FixedWindow::new(quota("3/s")).unwrap();
     assert!(!FailurePolicy::FailOpen.reset("k"));
@@ -215,7 +217,7 @@ fn hourly() -> Vec<(&'static str, RedisAlgorithm, Timestamp)> {
 /// the server's clock, an hour away). Both keys are deleted.
 #[tokio::test(flavor = "current_thread")]
 async fn a_reset_answers_whether_the_state_still_limits_not_whether_the_key_exists() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     for (index, (name, algorithm, idle_at)) in hourly().into_iter().enumerate() {
         let clock = ManualClock::starting_at(NOW);
@@ -250,7 +252,7 @@ async fn a_reset_answers_whether_the_state_still_limits_not_whether_the_key_exis
 /// deleted all the same, as a plain `DEL` would, and the reset says there was something.
 #[tokio::test(flavor = "current_thread")]
 async fn a_key_holding_something_else_is_deleted_all_the_same() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let clock = ManualClock::starting_at(NOW);
     let limiter = client_time_limiter(
@@ -275,7 +277,7 @@ async fn a_key_holding_something_else_is_deleted_all_the_same() {
 /// key admitted an instant ago is still limited, and once reset nothing is left.
 #[tokio::test(flavor = "current_thread")]
 async fn on_the_servers_clock_a_just_admitted_key_is_still_limited() {
-    let server = RedisServer::start();
+    let server = shared_database();
     for (index, (name, algorithm, _)) in hourly().into_iter().enumerate() {
         let limiter = RedisLimiter::builder(server.url(), algorithm, FailurePolicy::FailOpen)
             .deadline(Duration::from_secs(5))
@@ -292,7 +294,7 @@ async fn on_the_servers_clock_a_just_admitted_key_is_still_limited() {
 /// A client time past what the scripts hold is a typed error, as for a decision.
 #[tokio::test(flavor = "current_thread")]
 async fn a_reset_at_a_time_past_the_scripts_range_is_a_typed_error() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let late = Timestamp::from_nanos((1 << 52) * 1_000);
     let clock = ManualClock::starting_at(late);
     let bucket = TokenBucket::new(quota("3/s")).unwrap();
@@ -311,7 +313,7 @@ async fn a_reset_at_a_time_past_the_scripts_range_is_a_typed_error() {
 /// since a key just admitted is limited under every rule.
 #[tokio::test(flavor = "current_thread")]
 async fn on_the_servers_clock_an_idle_key_that_redis_still_holds_answers_false() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let pack = |numbers: &[i64]| numbers.iter().flat_map(|n| n.to_le_bytes()).collect::<Vec<u8>>();
     let (window, hour_ago) = (3_600_000_000_i64, 1_700_000_000_000_000_i64);

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
+use crate::redis_common::{client_time_limiter, raw_connection, shared_database};
 use redis::AsyncCommands;
 use tollgate::algorithm::Algorithm;
 use tollgate::distributed::{DecidedBy, RedisAlgorithm, RedisLimiter};
@@ -273,7 +273,7 @@ async fn same_decision(
 
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let clock = ManualClock::new();
     let mut compared = 0;
     for (number, scenario) in scenarios().into_iter().enumerate() {
@@ -326,7 +326,7 @@ impl Random {
 /// still matters on the test's clock. The table above covers boundaries to the microsecond.
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let clock = ManualClock::new();
     let per = |limit: u64, seconds: u64| Quota::new(limit, Duration::from_secs(seconds)).unwrap();
     // The algorithm, its quota, and its window (or refill of the whole burst) in seconds.
@@ -399,7 +399,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters_at_extreme_times() {
     const END: u64 = 1 << 52;
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let per = |limit: u64, window: Duration| Quota::new(limit, window).unwrap();
     let (hour, day) = (Duration::from_secs(3_600), Duration::from_secs(86_400));
@@ -520,7 +520,7 @@ const RACED_TTL: Duration = Duration::from_millis(20);
 async fn a_log_replies_packed_where_its_numbers_do_not_fit_one_integer() {
     const END: u64 = 1 << 52;
     const BEHIND: u64 = END - 1 - 2_000_000_000_000_000;
-    let server = RedisServer::start();
+    let server = shared_database();
     let clock = ManualClock::new();
     let quota = Quota::new(5, Duration::from_micros(1 << 51)).unwrap();
     let (local, algorithm) = build(Kind::Log, quota);
@@ -553,7 +553,7 @@ async fn a_log_replies_packed_where_its_numbers_do_not_fit_one_integer() {
 /// exactly until the log is empty.
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_keeps_a_bounded_string_and_decides_as_the_local_limiter() {
-    let server = RedisServer::start();
+    let server = shared_database();
     let mut raw = raw_connection(&server).await;
     // (limit, µs per step of the arrivals, % of arrivals a window after the previous one):
     // windows of 10 s that hold up to about 5 and 50 arrivals, at limit 40 rolling for long

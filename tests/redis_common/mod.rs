@@ -1,5 +1,21 @@
-//! A real `redis-server` for the distributed limiter's tests and benchmark: started on a free
-//! loopback port with no persistence, waited for until it answers `PING`, killed on drop.
+//! Real `redis-server` processes for the distributed limiter's tests and benchmark, each on a free
+//! loopback port with no persistence, waited for until it answers `PING`:
+//!
+//! - [`shared_database`]: a database of its own on the one server the tests of a binary share,
+//!   started by the first test that asks. For the tests that leave their server as they found
+//!   it: a database (`redis://127.0.0.1:PORT/N`) keeps each test's keys apart from the others'
+//!   whatever their names.
+//! - [`RedisServer::start`]: a server of its own, killed on drop, for a test that kills or
+//!   restarts it, changes its configuration (`CONFIG SET`, ACL users, `SCRIPT FLUSH`,
+//!   `FLUSHALL`), pauses or stalls it (`CLIENT PAUSE`, `DEBUG SLEEP`), reads its server-wide
+//!   statistics (`INFO`) or starts it with arguments of its own (a cluster node, `maxmemory`).
+//!
+//! Every server is started through `sh`, which leaves behind a watchdog (a subshell polling the
+//! test process once a second) and then `exec`s `redis-server`, so the server's pid is the
+//! child's (a kill is a crash, as the fault tests want). The shared server lives in a static,
+//! which is never dropped: when the test process has exited, its watchdog kills the server
+//! (SIGKILL) and removes its directory, within about a second. A watchdog whose server is gone
+//! (killed by its test) exits.
 //!
 //! A missing `redis-server` binary is a failure, never a skip: set `TOLLGATE_REDIS_SERVER` to
 //! its path when it is not on `PATH` (`.ci/run` installs it).
@@ -10,6 +26,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use tollgate::distributed::{FailurePolicy, RedisAlgorithm, RedisLimiter};
@@ -87,7 +105,11 @@ impl RedisServer {
     fn launch(&mut self) -> Result<(), String> {
         let binary = std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("temp dir {:?}: {e}", self.dir))?;
-        let child = Command::new(&binary)
+        let child = Command::new("sh")
+            .args(["-c", WATCHED, "sh"])
+            .arg(std::process::id().to_string())
+            .arg(&self.dir)
+            .arg(&binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -96,17 +118,18 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run {binary:?} ({e}): the Redis tests need a real redis-server \
-                     (install it, or set TOLLGATE_REDIS_SERVER to its path)"
-                )
-            });
+            .unwrap_or_else(|e| panic!("cannot run sh ({e}): the Redis tests start redis-server through it"));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 self.child = None;
+                // 127: `exec` found no such program.
+                assert!(
+                    status.code() != Some(127),
+                    "cannot run {binary:?}: the Redis tests need a real redis-server \
+                     (install it, or set TOLLGATE_REDIS_SERVER to its path)"
+                );
                 return Err(format!(
                     "redis-server exited with {status} (port {} taken?)",
                     self.port
@@ -124,6 +147,20 @@ impl RedisServer {
         ))
     }
 }
+
+/// `sh -c WATCHED sh TEST_PID DIR PROGRAM ARGS...`: starts a watchdog subshell, then becomes
+/// `PROGRAM ARGS...` (the shell's pid, `$$`, is then the server's). The watchdog polls once a
+/// second until the test process or the server is gone; if the test process is, it kills the
+/// server and removes `DIR`.
+const WATCHED: &str = r#"
+parent=$1 dir=$2
+shift 2
+(
+    while kill -0 "$parent" 2>/dev/null && kill -0 $$ 2>/dev/null; do sleep 1; done
+    if ! kill -0 "$parent" 2>/dev/null; then kill -9 $$ 2>/dev/null; rm -rf "$dir"; fi
+) </dev/null >/dev/null 2>&1 &
+exec "$@"
+"#;
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
@@ -148,11 +185,78 @@ fn ping(port: u16) -> bool {
     stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
 }
 
+/// What a test's limiters and raw connections connect to: a [`RedisServer`] of its own, or a
+/// [`SharedDatabase`].
+pub(crate) trait RedisUrl {
+    /// `redis://127.0.0.1:{port}/{database}`.
+    fn url(&self) -> String;
+}
+
+impl RedisUrl for RedisServer {
+    fn url(&self) -> String {
+        RedisServer::url(self)
+    }
+}
+
+/// The databases of the shared server (`--databases`): database 0 is left unused, and each test
+/// that asks gets one of the others, so a binary may hold up to 255 such tests.
+const SHARED_DATABASES: u32 = 256;
+
+/// The server the tests of a binary share, and the next database to hand out.
+#[derive(Debug)]
+struct SharedServer {
+    server: RedisServer,
+    next_database: AtomicU32,
+}
+
+/// A database of its own, empty, on the server the tests of this binary share (started, on the
+/// first call, with [`SHARED_DATABASES`] databases; killed by its watchdog once the binary has
+/// exited). For a test that leaves the server as it found it: no kill, restart, configuration,
+/// pause, server-wide statistics or flush of every database.
+pub(crate) fn shared_database() -> SharedDatabase {
+    static SHARED: OnceLock<SharedServer> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| SharedServer {
+        server: RedisServer::start_with(&["--databases", &SHARED_DATABASES.to_string()]),
+        next_database: AtomicU32::new(1),
+    });
+    // Relaxed: the counter only hands out distinct numbers; it publishes nothing else.
+    let database = shared.next_database.fetch_add(1, Ordering::Relaxed);
+    assert!(
+        database < SHARED_DATABASES,
+        "more than {} tests of this binary ask for a shared database: raise SHARED_DATABASES",
+        SHARED_DATABASES - 1
+    );
+    SharedDatabase {
+        port: shared.server.port(),
+        database,
+    }
+}
+
+/// One test's database on the shared server ([`shared_database`]).
+#[derive(Debug)]
+pub(crate) struct SharedDatabase {
+    port: u16,
+    database: u32,
+}
+
+impl SharedDatabase {
+    /// `redis://127.0.0.1:{port}/{database}`.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/{}", self.port, self.database)
+    }
+}
+
+impl RedisUrl for SharedDatabase {
+    fn url(&self) -> String {
+        SharedDatabase::url(self)
+    }
+}
+
 /// A limiter on `server` deciding on the caller's `clock` (client-time mode), with its keys under
 /// `prefix` and a deadline no loaded machine reaches. It fails closed, so a decision that did not
 /// come from Redis is never mistaken for one that did (the tests also check `decided_by`).
 pub(crate) async fn client_time_limiter(
-    server: &RedisServer,
+    server: &impl RedisUrl,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
@@ -165,7 +269,7 @@ pub(crate) async fn client_time_limiter(
 
 /// [`client_time_limiter`] with another failure policy.
 pub(crate) async fn client_time_limiter_with(
-    server: &RedisServer,
+    server: &impl RedisUrl,
     algorithm: impl Into<RedisAlgorithm>,
     clock: &ManualClock,
     prefix: &str,
@@ -181,7 +285,7 @@ pub(crate) async fn client_time_limiter_with(
 }
 
 /// A plain connection to `server`, for writing keys behind the limiter's back and reading TTLs.
-pub(crate) async fn raw_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+pub(crate) async fn raw_connection(server: &impl RedisUrl) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection()
