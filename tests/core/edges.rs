@@ -925,7 +925,7 @@ fn leaky_delays_are_whole_emission_intervals() {
 
 #[test]
 fn fixed_windows_are_aligned_to_the_epoch_and_spike_at_the_boundary() {
-    // The seed article: 100/min, 100 at 00:59 and 100 more at 01:01 all pass.
+    // The fixed window's boundary spike: 100/min, 100 at 00:59 and 100 more at 01:01 all pass.
     let window = fw("100/min");
     let limiter = at(window, 59 * SEC);
     for i in 0..100 {

@@ -599,8 +599,8 @@ fn syntax_errors_quote_the_input_and_say_what_was_expected() {
 
 #[test]
 fn a_missing_period_a_word_for_a_period_and_a_second_burst_are_named() {
-    // Each was once reported as something else: a period `""` with no unit, text after a
-    // period that was never given, a burst that is not a whole number.
+    // Each names what is wrong, not what a looser parser would make of it: a period `""` with
+    // no unit, text after a period that was never given, a burst that is not a whole number.
     let cases: &[(&str, &[&str], &str)] = &[
         ("10/burst 5", &["the period is missing", "100/min"], "has no unit"),
         ("10 per burst 5", &["the period is missing"], "has no unit"),
@@ -734,8 +734,7 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
 }
 
 /// An error either includes its source's message or returns that source, never both: a chain
-/// printer (anyhow's `{:#}`, eyre, tracing) would print the same text twice (a review found four
-/// errors that did).
+/// printer (anyhow's `{:#}`, eyre, tracing) would print the same text twice.
 #[test]
 fn no_error_repeats_its_source() {
     #[cfg_attr(not(any(feature = "tower", feature = "redis")), allow(unused_mut))]

@@ -1,6 +1,7 @@
 //! Property tests of the sliding window counter against per-window counts and an exact rational
-//! estimate ([`reference::sliding_window::SlidingWindowModel`]), the seed article's worked
-//! example, and its behaviour when the clock steps backwards.
+//! estimate ([`reference::sliding_window::SlidingWindowModel`]), the estimate's worked example
+//! (80 in the previous minute, 30 in this one, a quarter in: 90 of 100), and its behaviour when
+//! the clock steps backwards.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -222,14 +223,14 @@ fn run_with_backward_steps(
     Ok(())
 }
 
-/// The seed article's worked example, through real requests: limit 100 per minute, 80 requests
+/// The estimate's worked example, through real requests: limit 100 per minute, 80 requests
 /// in minute 0, 30 in minute 1 before 1:15; at 1:15 (25% into minute 1) the estimate is
 /// `30 + 80 * 0.75 = 90`, so one more is allowed and 9 remain.
 ///
 /// The 30 arrive at 1:10, not at 1:00 sharp: at 1:00 the previous minute still weighs fully
 /// (80), so only 20 of them would pass there (checked below on a second limiter).
 #[test]
-fn seed_article_example() {
+fn a_quarter_into_the_minute_80_before_and_30_now_estimate_90() {
     let minute = 60_000_000_000u64;
     let limiter = DirectLimiter::with_clock(
         SlidingWindow::new("100/min".parse().unwrap()).unwrap(),
@@ -271,7 +272,6 @@ fn seed_article_example() {
 /// The counter's worst case over any span of one window is `2 * limit - 1`, not about the limit:
 /// after an empty minute, 100 at 00:59.9 all pass; at 01:59.8 the previous minute's 100 weigh
 /// `100 * 0.2 / 60`, a third of a unit, so 99 more pass; all 199 lie in (00:59.85, 01:59.85].
-/// (`docs/algorithms.md` said "about the limit in any window" until a review in session 14.)
 #[test]
 fn a_minute_can_hold_twice_the_limit_less_one() {
     let minute = Timestamp::from_secs(1_800_000_000);

@@ -570,7 +570,7 @@ fn the_fingerprint_collision_bound() {
     assert!(17 * space < n * 10_000_000_000_000 && n * 10_000_000_000_000 < 18 * space);
     // The bound holds up to about 576 million live keys, not to 577 million.
     assert!(576_000_000 * 1_000_000_000 < space && 577_000_000 * 1_000_000_000 > space);
-    // Without the shard's bits (the bound this test held until session 14): about 9 million.
+    // Counting the fingerprint's bits alone, without the shard's: about 9 million.
     let fingerprints = space >> SHARD_BITS;
     assert!(9_000_000 * 1_000_000_000 < fingerprints);
     // A table of s < 64 shards has fewer than 2,048 * s slots, so fewer keys than that, and
@@ -769,8 +769,8 @@ fn a_full_table_says_when_room_is_due() {
 /// A fixed window's key is kept until its window ended a whole window ago, not forgotten at
 /// the boundary where it becomes idle: a request whose time was read just before the boundary
 /// (another thread's reading, or `check_at`) must find the key's count, not decide it as a fresh
-/// key in the window it has used up. Found by a review: forgotten at the boundary, key 1 got 5 +
-/// 5 units stamped in one window of limit 5, then 5 more in the next.
+/// key in the window it has used up. Forgotten at the boundary, key 1 would get 5 + 5 units
+/// stamped in one window of limit 5, then 5 more in the next.
 #[test]
 fn a_fixed_window_key_is_kept_a_window_past_its_own() {
     let limiter = keyed::<u64, _>(fixed_window(5), 1);

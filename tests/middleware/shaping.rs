@@ -192,7 +192,7 @@ async fn a_response_future_dropped_before_its_first_poll_gives_its_slot_back() -
     Ok(())
 }
 
-/// The gateway's shaping session (`--algorithm leaky --quota "2/s burst 5" --max-delay-ms
+/// The gateway's shaping example (`--algorithm leaky --quota "2/s burst 5" --max-delay-ms
 /// 1000`, fields on admitted responses): the queue holds 4 more, but the maximum wait lets only
 /// 2 through (0.5 s and 1 s away; the third would wait 1.5 s). `r` counts those 2, and `t` says
 /// when 3 pass.

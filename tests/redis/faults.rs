@@ -256,8 +256,9 @@ async fn a_key_holding_a_foreign_value_is_a_typed_error() {
 }
 
 /// A log key (limit 300) whose list holds entries no script writes (out of range, not whole
-/// microseconds) is corrupt, as a packed log with such times is: not read as a time (`1e300`,
-/// `inf` and `-5` were read, and `%d` of them gave the key a negative TTL, so it vanished).
+/// microseconds) is corrupt, as a packed log with such times is: not read as a time (read as
+/// times, `1e300`, `inf` and `-5` would give the key, through `%d`, a negative TTL: it would
+/// vanish).
 #[tokio::test(flavor = "current_thread")]
 async fn a_list_log_with_entries_out_of_range_is_corrupt() {
     let server = shared_database();
@@ -435,7 +436,7 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
         // milliseconds when it sets it (at the window's first write, kept by the later ones),
         // `as_millis` truncates the reset-after, and the expiry runs on Redis's millisecond
         // clock while the script reads `TIME` in microseconds; so the TTL may exceed the
-        // reset-after by up to 3 ms (CI saw 2 once: 1721 against 1719), never fall short of it
+        // reset-after by up to 3 ms (2 occurs: 1721 against 1719), never fall short of it
         // by more than the time the two reads take.
         for (write, cost) in [(1, 3), (2, 1)] {
             let answer = limiter.check_n("user:7", cost).await.unwrap();
@@ -453,8 +454,8 @@ async fn keys_share_a_hash_tag_and_expire_when_fresh_again() {
     // A short-lived state is gone from Redis once it has expired.
     let bucket = TokenBucket::new("100/s burst 2".parse().unwrap()).unwrap();
     let limiter = patient(&server, bucket).await;
-    let _ = limiter.check_n("brief", 2).await.unwrap();
-    let key = limiter.redis_key("brief");
+    let _ = limiter.check_n("short-lived", 2).await.unwrap();
+    let key = limiter.redis_key("short-lived");
     let exists: bool = raw.exists(&key).await.unwrap();
     assert!(exists);
     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -673,9 +674,9 @@ async fn a_shortened_window_counts_the_old_windows_units_in_the_current_one() {
 
 /// A shortened sliding window whose old count is past what the new window's state packs
 /// (20,000/min to 10/s: a 1 s window's count field holds 16,383): Redis carries the count whole
-/// and the reply is decided on it as sent. (The reply was once rebuilt through a packed state,
-/// which clamped the count to 16,383: where that admitted and the true count refused, the reply
-/// "disagreed" and the failure policy decided.)
+/// and the reply is decided on it as sent. (A reply rebuilt through a packed state would clamp
+/// the count to 16,383: where that admits and the true count refuses, the reply would
+/// "disagree" and the failure policy would decide.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_shortened_window_decides_on_counts_past_its_count_field() {
     let server = shared_database();
@@ -929,9 +930,9 @@ async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
 
 /// A packed log (limit <= 256) keeps records that left its own window until it is rewritten (by
 /// the previous version's rule, up to 272 of them), so a list quota with a longer window can
-/// find more than 256 of its units in its window. Moving
-/// 10240 of them into the list once failed (one `RPUSH` of all of them: Lua's `unpack` takes
-/// about 8000 values at most; the script's error fell to the failure policy).
+/// find more than 256 of its units in its window. Moving 10240 of them into the list takes more
+/// than one `RPUSH` (Lua's `unpack` takes about 8000 values at most, and the script's error
+/// would fall to the failure policy).
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_of_many_units_moves_into_the_list() {
     let server = shared_database();
@@ -956,7 +957,7 @@ async fn a_packed_log_of_many_units_moves_into_the_list() {
 }
 
 /// The same log above 65536 units in the list's window is a valid state, read at the cost of its
-/// records (once reported as `CorruptState`): a 65536/5h limit refuses, by Redis, until the
+/// records (not `CorruptState`): a 65536/5h limit refuses, by Redis, until the
 /// units that block have left: 69120 + 1 - 65536 = 3585 of them, the oldest 15 minutes' worth
 /// (256 a minute), so the one admitted at minute 14 leaves 5 h after it, 44 min from now.
 #[tokio::test(flavor = "current_thread")]
@@ -984,9 +985,9 @@ async fn a_packed_log_of_more_than_65536_units_is_not_corrupt() {
 
 /// Each decision script refuses a weight the client never sends, called by another program:
 /// below 0 (every script), or above the limit (the logs, whose client refuses it as too large),
-/// with a `TOLLGATE_COST` error and nothing written. (The packed log once failed with a Lua
-/// error on an absent key, the list log called it a corrupt state, the bucket's `PSETEX` got a
-/// negative expiry, and the packed log stored a record of 4,294,967,295 units.)
+/// with a `TOLLGATE_COST` error and nothing written. (Unchecked, such a weight is a Lua error on
+/// an absent key in the packed log, a corrupt state in the list log, a negative expiry for the
+/// bucket's `PSETEX`, and a packed record of 4,294,967,295 units.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_script_refuses_a_weight_its_client_never_sends() {
     let server = shared_database();

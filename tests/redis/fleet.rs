@@ -65,9 +65,8 @@ async fn a_fleet_at_a_frozen_time_admits_exactly_the_quota() {
     let frozen = TimeSource::client(ManualClock::starting_at(Timestamp::from_secs(1_700_000_040)));
     // Client time stands still, Redis's clock does not: each key's TTL is its reset-after in
     // client time, so the buckets run slowly enough that no key can expire, in real time,
-    // between two requests of a loaded machine: at 100/s the first unit's TTL was 10 ms, and a
-    // key that expires mid-test comes back full (this test failed once on a loaded machine,
-    // its message lost; this is the one way found for its count to be off).
+    // between two requests of a loaded machine: at 100/s the first unit's TTL would be 10 ms,
+    // and a key that expires mid-test comes back full, the one way for the count to be off.
     let algorithms: [(RedisAlgorithm, usize); 5] = [
         (TokenBucket::new("100/h".parse().unwrap()).unwrap().into(), 100),
         (

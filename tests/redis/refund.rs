@@ -198,7 +198,7 @@ async fn a_refund_keeps_the_key_expiring_when_fresh_again() {
         );
         let reset = i64::try_from(reset.as_millis()).unwrap();
         // `PTTL` counts from Redis's cached command time, which can trail the `TIME` the
-        // scripts read by a few milliseconds on a loaded machine (CI once saw 299 against 297):
+        // scripts read by a few milliseconds on a loaded machine (299 against 297 occurs):
         // 5 ms of slack, far below the 100 ms a refund moves the expiry.
         assert!(
             ttl > 0 && ttl <= reset + 5 && ttl + 100 > reset,
@@ -649,8 +649,8 @@ mod layer {
 
     /// Clients D, C and B leaving in that order give back all three slots, on a multi-threaded
     /// runtime too: each refund of a key reaches Redis after those given back before it. With a
-    /// task per refund, a review lost a refund in 24 to 76 rounds of 200: C's refund ran before
-    /// D's, found the queue ending at D's slot and gave nothing back.
+    /// task per refund, C's refund could run before D's, find the queue ending at D's slot and
+    /// give nothing back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn slots_given_back_from_the_end_of_the_queue_all_come_back() {
         let server = shared_database();
@@ -685,9 +685,9 @@ mod layer {
 
     /// A key's refund does not wait behind other keys' refunds: given back after 20,000 refunds
     /// of another key (sent one after the other, one round trip each), key `x`'s slot is back in
-    /// Redis before they are done. With one queue for every key a review measured a refund
-    /// reaching Redis 254 ms after 5,000 others, after a new request had taken the slot after
-    /// the abandoned one, which then gave nothing back.
+    /// Redis before they are done. With one queue for every key, the refund would wait behind the
+    /// others while a new request took the slot after the abandoned one, which would then give
+    /// nothing back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_keys_refund_does_not_wait_for_other_keys_refunds() {
         const BACKLOG: u64 = 20_000;
@@ -710,8 +710,8 @@ mod layer {
 
     /// A key's refunds run on a runtime that is running: one given back from a runtime that is
     /// then kept but no longer run (a side runtime's `block_on` that returned) does not hold up
-    /// another key's refund from the main runtime (a review: with one task per limiter, started
-    /// by the first refund, every later refund waited for that runtime).
+    /// another key's refund from the main runtime (with one task per limiter, started by the
+    /// first refund, every later refund would wait for that runtime).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refund_runs_on_a_runtime_that_runs() {
         let server = shared_database();
@@ -749,8 +749,9 @@ mod layer {
     /// kept running), give back units of three keys, with pauses of about a round trip so that
     /// the keys' chains end and start again under the pushes: every refund reaches Redis (each
     /// drained bucket is exactly full again), round after round on the same keys (a chain that
-    /// kept its key after ending would hold up the next round's refunds). From a review's stress
-    /// test, which failed with a yield between a chain's last pop and its removal.
+    /// kept its key after ending would hold up the next round's refunds). The pauses land refunds
+    /// between a chain's last pop and its removal, where a refund pushed onto a chain that is
+    /// ending must still run.
     #[test]
     fn refunds_of_few_keys_from_many_runtimes_all_arrive() {
         use std::sync::atomic::{AtomicUsize, Ordering};

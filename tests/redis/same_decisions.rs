@@ -85,7 +85,7 @@ fn quota(text: &str) -> Quota {
 fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
-            name: "seed token bucket: capacity 10, refill 2/s",
+            name: "token bucket: capacity 10, refill 2/s",
             kind: Kind::Token,
             quota: quota("2/s burst 10"),
             steps: vec![
@@ -116,7 +116,7 @@ fn scenarios() -> Vec<Scenario> {
             ],
         },
         Scenario {
-            name: "seed leaky bucket shaper: 2/s, up to 2 waiting",
+            name: "leaky bucket shaper: 2/s, up to 2 waiting",
             kind: Kind::Leaky,
             quota: quota("2/s burst 3"),
             steps: vec![
@@ -130,7 +130,7 @@ fn scenarios() -> Vec<Scenario> {
             ],
         },
         Scenario {
-            name: "seed boundary spike: 100/min, 150 at 00:59 and 150 at 01:01",
+            name: "fixed window boundary spike: 100/min, 150 at 00:59 and 150 at 01:01",
             kind: Kind::Fixed,
             quota: quota("100/min"),
             steps: vec![
@@ -144,7 +144,7 @@ fn scenarios() -> Vec<Scenario> {
             ],
         },
         Scenario {
-            name: "seed sliding window example: 80 before, 30 now, 25% in",
+            name: "sliding window estimate: 80 before, 30 now, 25% in",
             kind: Kind::Sliding,
             quota: quota("100/min"),
             steps: vec![
