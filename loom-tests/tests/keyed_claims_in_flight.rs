@@ -1,30 +1,29 @@
-//! loom models of two problems loom found in an earlier version of the keyed table, kept as
-//! regression models: they failed then and pass now. Each states the property it checks and
-//! what the earlier table did (described below in the past tense).
+//! loom models of a new key meeting other keys' claims in flight (slots `Inserting`) in the keyed
+//! table: each states the property it checks and the execution that breaks it.
 //!
-//! Both came from what a new key's scan (`Shard::find_or_insert`) made of slots another key was
-//! inserting into. The fixes: a scan that finds no room while another key's claim is in flight
-//! waits for it (a bounded number of rescans) before calling the table full; and whoever promotes
-//! a claim applies its own request in the promoting CAS, so a member is never fresh (idle) before
-//! its first charge.
+//! Both properties concern what a new key's scan (`Shard::find_or_insert`) makes of slots another
+//! key is inserting into. The table keeps them with two rules: a scan that finds no room while
+//! another key's claim is in flight waits for it (a bounded number of rescans) before calling the
+//! table full; and whoever promotes a claim applies its own request in the promoting CAS, so a
+//! member is never fresh (idle) before its first charge.
 //!
-//! - **A new key is refused room although a slot is free or idle.** The scan passes over another
-//!   key's `Inserting` claim as over a busy member (`Status::Member | Status::Inserting => {}`),
-//!   and answers "full" (`target?`) when nothing else is free. But that claim may be about to die
-//!   (a losing claim becomes `Dead`: free; this needs no clock skew), or be a key whose state
-//!   will be idle at the scanning request's time (a request stamped earlier than the scan's). So a new key gets `TableFull` (or, with `WhenFull::Admit`, is admitted
-//!   untracked, uncounted) while the table has room for it: no sequential order does that, and
-//!   the documented contract is that the policy applies when "every slot it could use holds a
-//!   key that is still being limited".
-//! - **Two inserts can take one slot from each other forever.** A promoted member holds
-//!   `FRESH_STATE` until its inserter's first decision lands, and a fresh state is idle at any
-//!   time, so another key's inserter may reclaim it in between; the first inserter's decision
-//!   then fails (`Moved`), and it reclaims the other's fresh member in turn. Each round needs
-//!   each thread preempted between its promotion and its decision, so it is vanishingly rare on
-//!   hardware, but it is an infinite execution in which no request completes: insertion was
-//!   obstruction-free, not lock-free as `src/keyed/shard.rs` and `docs/design.md` said. loom,
-//!   unbounded, ran into it ("Model exceeded maximum number of branches"); that is why the keyed
-//!   models run with a preemption bound even when `LOOM_MAX_PREEMPTIONS` is unset.
+//! - **A new key is refused room only when no slot it could use is free or idle.** A scan that
+//!   passed over another key's `Inserting` claim as over a busy member (`Status::Member |
+//!   Status::Inserting => {}`), and answered "full" (`target?`) when nothing else is free, would
+//!   refuse it wrongly: that claim may be about to die (a losing claim becomes `Dead`: free; this
+//!   needs no clock skew), or be a key whose state will be idle at the scanning request's time (a
+//!   request stamped earlier than the scan's). The new key would get `TableFull` (or, with
+//!   `WhenFull::Admit`, be admitted untracked, uncounted) while the table has room for it: no
+//!   sequential order does that, and the documented contract is that the policy applies when
+//!   "every slot it could use holds a key that is still being limited".
+//! - **Two inserts never take one slot from each other forever.** If a promoted member held
+//!   `FRESH_STATE` until its inserter's first decision landed, another key's inserter could
+//!   reclaim it in between (a fresh state is idle at any time); the first inserter's decision
+//!   would then fail (`Moved`), and it would reclaim the other's fresh member in turn. Each round
+//!   needs each thread preempted between its promotion and its decision, so it would be vanishingly
+//!   rare on hardware, but it is an infinite execution in which no request completes: insertion
+//!   would be obstruction-free, not lock-free as `src/keyed/shard.rs` and `docs/design.md` say.
+//!   Explored without a bound, loom stops on it with "Model exceeded maximum number of branches".
 //!
 //! Compiled only under `--cfg tollgate_loom` (the attribute below comes after these docs so
 //! that the crate keeps them, and `missing_docs` stays quiet, when the cfg strips it).
@@ -44,7 +43,8 @@ const CAPACITY: usize = 1;
 ///
 /// By hand: `c` always has room, since `a` (or a fresh `a` that a request at 0 put back: its
 /// state runs to 1 s at most) is idle at 1 s and `c` may take its slot; so `c` is admitted in
-/// every allowed outcome. The table can refuse it: `c` reclaims idle `a`'s slot and is promoted;
+/// every allowed outcome. A table with neither rule refuses it: `c` reclaims idle `a`'s slot and
+/// is promoted;
 /// before `c` decides, thread 1's `a` (absent now) reclaims `c`'s fresh member (fresh is idle at
 /// 0 too); `c`'s decision fails, and its new scan meets `b` (busy) and `a`'s claim, which it
 /// counts as busy: `TableFull`, though `a`, once in, decides at 0 and is idle at 1 s.
@@ -76,7 +76,7 @@ fn refused_beside_an_idle_claim(
 }
 
 /// Property (refusing when full): a new key is refused only when no slot it could use is free
-/// or idle. Failed on the earlier table: loom found `c` refused with `TableFull` (see
+/// or idle. A table with neither rule fails it: loom finds `c` refused with `TableFull` (see
 /// `refused_beside_an_idle_claim`).
 #[test]
 fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
@@ -85,8 +85,8 @@ fn a_new_key_is_refused_only_when_every_key_has_debt() -> Result<(), Box<dyn std
 }
 
 /// Property (admitting when full): a new key is admitted untracked only when no slot it could
-/// use is free or idle. Failed on the earlier table: loom found `c` admitted untracked, so
-/// uncounted.
+/// use is free or idle. A table with neither rule fails it: loom finds `c` admitted untracked,
+/// so uncounted.
 #[test]
 fn a_new_key_is_untracked_only_when_every_key_has_debt() -> Result<(), Box<dyn std::error::Error>> {
     refused_beside_an_idle_claim(WhenFull::Admit)?.check();
@@ -99,7 +99,8 @@ fn a_new_key_is_untracked_only_when_every_key_has_debt() -> Result<(), Box<dyn s
 /// `LOOM_MAX_PREEMPTIONS` says (the failing execution needs 5).
 ///
 /// By hand: two slots and two keys, so `B` always has room and is admitted in every allowed
-/// outcome (and `A` exactly once). The table can refuse it: `B` reclaims idle `A`'s slot 0;
+/// outcome (and `A` exactly once). A table with neither rule refuses it: `B` reclaims idle `A`'s
+/// slot 0;
 /// one `A` thread reads slot 0 as `B`'s claim (busy) and picks the empty slot 1; `B` is
 /// promoted; the other `A` thread reads slot 0 as `B`'s fresh member (idle) and claims it; the
 /// first claims slot 1. `B`'s decision fails (`Moved`), and its new scan finds two `Inserting`
@@ -125,7 +126,7 @@ fn refused_beside_a_losing_claim() -> Result<KeyedModel<TokenBucket>, Box<dyn st
 }
 
 /// Property: a losing claim, which is about to die, does not make a new key's request find the
-/// table full. Failed on the earlier table: loom found `B` refused with `TableFull` (see
+/// table full. A table with neither rule fails it: loom finds `B` refused with `TableFull` (see
 /// `refused_beside_a_losing_claim`), in about 10 s.
 #[test]
 fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Error>> {
@@ -134,9 +135,9 @@ fn a_losing_claim_does_not_fill_the_table() -> Result<(), Box<dyn std::error::Er
 }
 
 /// Property: every execution ends (insertion is lock-free), checked by exploring the
-/// update-versus-reclaim model of `tests/keyed_update.rs` without a preemption bound. Failed on
-/// the earlier table: loom stopped with "Model exceeded maximum number of branches" on an
-/// execution where `A` and `B` took slot 0 from each other's fresh member over and over.
+/// update-versus-reclaim model of `tests/keyed_update.rs` without a preemption bound. Without
+/// the promotion rule, loom stops with "Model exceeded maximum number of branches" on an
+/// execution where `A` and `B` take slot 0 from each other's fresh member over and over.
 #[test]
 fn every_execution_of_an_insert_racing_a_reclaim_ends() -> Result<(), Box<dyn std::error::Error>> {
     let placement = Placement::for_capacity(CAPACITY);
@@ -162,8 +163,8 @@ fn every_execution_of_an_insert_racing_a_reclaim_ends() -> Result<(), Box<dyn st
 /// `B` (`F` is idle at 1 s): `B` is admitted in every allowed outcome, `K` exactly once. The
 /// table without the wait refuses it: `K`'s two claims (one reclaiming `F`'s slot, one in the
 /// empty slot) hold both slots while `B` scans, and `B` is told `TableFull` though one of them
-/// is about to die. Independent of the promotion fix (the two models above need that one too);
-/// this one fails on the wait alone.
+/// is about to die. Independent of the promotion rule (the models above fail only without both
+/// rules); this one fails without the wait alone.
 fn new_key_beside_two_claims_of_one_key() -> Result<KeyedModel<TokenBucket>, Box<dyn std::error::Error>> {
     let placement = Placement::for_capacity(CAPACITY);
     let f = placement.key_at(0, &[]);
