@@ -15,10 +15,17 @@ mod redis_common;
 mod errors;
 mod faults;
 mod fleet;
+mod keys;
 #[cfg(feature = "tower")]
 mod layer;
 mod log_wrapping;
 mod memory;
+mod quota_changes;
 mod refund;
+#[cfg(feature = "tower")]
+mod refund_fallback;
+#[cfg(feature = "tower")]
+mod refund_layer;
 mod reset;
 mod same_decisions;
+mod scripts;

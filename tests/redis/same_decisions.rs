@@ -395,7 +395,7 @@ async fn redis_decides_as_the_local_limiters_on_random_arrivals() {
 /// after such a key has expired (a millisecond of real time between the decision's answer and
 /// it): a key found gone while the local state still counts, with a reset-after under
 /// [`RACED_TTL`], starts both sides afresh (counted, and bounded); one gone with a longer
-/// reset-after fails the test. Expiry has its own tests (`faults.rs`).
+/// reset-after fails the test. Expiry has its own tests (`keys.rs`, `quota_changes.rs`).
 #[tokio::test(flavor = "current_thread")]
 async fn redis_decides_as_the_local_limiters_at_extreme_times() {
     const END: u64 = 1 << 52;
