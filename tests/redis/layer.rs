@@ -1,5 +1,6 @@
-//! Two gateways sharing one quota: the tower layer over the Redis limiter, each layer with its
-//! own connection, answering over real TCP with a real HTTP client against a real redis-server.
+//! The tower layer over the Redis limiter: two gateways sharing one quota, each layer with its
+//! own connection, answering over real TCP with a real HTTP client against a real redis-server;
+//! and, with Redis away, what the layer announces and refunds when the fallback decides.
 
 use std::sync::Arc;
 use std::time::Duration;
