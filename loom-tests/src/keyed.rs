@@ -85,8 +85,8 @@ impl Answer {
     /// The answer to a new key when the table is full and refuses it: `TableFull`, every
     /// duration zero. The table's own answer carries a retry-after hint, read slot by slot while
     /// other requests change them; [`Answer::from`] sets it aside (zero), so that the models
-    /// check which requests find room, and `tests/keyed_behaviour.rs` checks the hint's value,
-    /// one caller at a time.
+    /// check which requests find room, and the main crate's `tests/keyed/behaviour.rs` checks the
+    /// hint's value, one caller at a time.
     pub const fn table_full() -> Answer {
         Answer {
             outcome: Outcome::TableFull,
