@@ -1,7 +1,7 @@
 //! A coarse clock whose upkeep thread cannot be spawned reads the precise time, so limiters on it
 //! still refill. quanta sets its coarse time before spawning the thread, so after a failed spawn
-//! that time would stay frozen: a bucket on it admitted its burst and then nothing, ever (a
-//! review: 1 of 20 requests spaced 50 ms apart at `100/s burst 1`).
+//! that time would stay frozen: a bucket on it would admit its burst and then nothing, ever (1 of
+//! 20 requests spaced 50 ms apart at `100/s burst 1`).
 //!
 //! No test harness: the harness spawns a thread per test, and the standard library reads
 //! `RUST_MIN_STACK` once, at the first spawn. Set here before any thread exists, a minimum stack

@@ -24,7 +24,7 @@ pub const KEYED_VIOLATION: &str = "INVARIANT VIOLATED (keyed table):";
 /// until its inserter's first decision lands, and another inserter may reclaim it in between;
 /// two inserters can take one slot from each other forever, neither deciding. So some keyed
 /// executions never end, and an unbounded exploration of a model where an insert can reclaim
-/// a slot stops with "Model exceeded maximum number of branches" (`tests/keyed_findings.rs`).
+/// a slot stops with "Model exceeded maximum number of branches" (`tests/keyed_claims_in_flight.rs`).
 /// Each such round costs each thread a preemption, so every bounded exploration ends.
 pub const DEFAULT_KEYED_PREEMPTION_BOUND: usize = 3;
 
@@ -85,8 +85,8 @@ impl Answer {
     /// The answer to a new key when the table is full and refuses it: `TableFull`, every
     /// duration zero. The table's own answer carries a retry-after hint, read slot by slot while
     /// other requests change them; [`Answer::from`] sets it aside (zero), so that the models
-    /// check which requests find room, and `tests/keyed_behaviour.rs` checks the hint's value,
-    /// one caller at a time.
+    /// check which requests find room, and the main crate's `tests/keyed/behaviour.rs` checks the
+    /// hint's value, one caller at a time.
     pub const fn table_full() -> Answer {
         Answer {
             outcome: Outcome::TableFull,
@@ -253,8 +253,8 @@ impl<A: Algorithm + Clone + fmt::Debug + Send + Sync + 'static> KeyedModel<A> {
 
     /// Explores with exactly this preemption bound (`None`: every execution, loom's full
     /// exploration), whatever `LOOM_MAX_PREEMPTIONS` says: for the models of
-    /// `tests/keyed_findings.rs`, whose failing executions need more preemptions than the default
-    /// run allows, or none.
+    /// `tests/keyed_claims_in_flight.rs`, whose failing executions need more preemptions than the
+    /// default run allows, or none.
     pub fn fixed_preemption_bound(mut self, bound: Option<usize>) -> KeyedModel<A> {
         self.bound = Bound::Fixed(bound);
         self

@@ -2,7 +2,7 @@
 //!
 //! # Why the hash must be fixed
 //! `KeyedLimiter::with_clock` seeds its hasher with `ahash::RandomState::new()`, which mixes a
-//! per-instance counter into the seed: every limiter, so every loom execution (each builds its
+//! per-instance counter into the hash seed: every limiter, so every loom execution (each builds its
 //! own limiter), would put the same keys in other slots and scan the table in another order.
 //! loom needs each execution to make the same choices as the one it replays, or it explores a
 //! space that is not the model's (and stops with "Is the model fully deterministic?"). So the
@@ -24,7 +24,7 @@ use std::sync::Once;
 use ahash::random_state::{set_random_source, RandomSource};
 use ahash::RandomState;
 
-/// The seed every `ahash::RandomState::new()` in the process gets once
+/// The hash seed every `ahash::RandomState::new()` in the process gets once
 /// [`deterministic_hashing`] has run.
 const SEED: usize = 0x7011_6a7e;
 
@@ -48,7 +48,7 @@ pub fn deterministic_hashing() {
     INSTALL.call_once(|| {
         if set_random_source(FixedSeed).is_err() {
             panic!(
-                "an ahash RandomState was created before the keyed models fixed the seed: \
+                "an ahash RandomState was created before the keyed models fixed the hash seed: \
                  call loom_tests::deterministic_hashing() before building any KeyedLimiter"
             );
         }

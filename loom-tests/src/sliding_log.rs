@@ -10,7 +10,7 @@
 //! the threads' requests (every interleaving that keeps each thread's own order), each replayed
 //! on a fresh shipped limiter, one request at a time, on one thread. The shipped limiter's
 //! sequential decisions are themselves checked against a plain list of admissions by the main
-//! crate's property tests (`tests/properties_sliding_log.rs`), so "some sequential order" means
+//! crate's property tests (`tests/log/properties_sliding_log.rs`), so "some sequential order" means
 //! "some order of the exact algorithm": no over-admission, no lost record, no key charged for
 //! another's request, no debt forgotten, no key inserted twice.
 //!

@@ -2,7 +2,7 @@
 //! key's slot by a new key: both run in the slot's CAS loop (`Shard::update`), whose CAS covers
 //! the whole 128-bit word, so if another key took the slot between the read and the CAS the
 //! update answers `Moved` and `src/keyed.rs` looks the key up again (`while let Some(found)`),
-//! finding it absent. No key's state is ever reset, or given units back, for another key.
+//! and no longer finds it. No key's state is ever reset, or given units back, for another key.
 //!
 //! `tests/reset.rs` and `tests/refund.rs` race these operations with an admission of the same
 //! key only; `tests/keyed_update.rs` races a *decision* with a reclaim. This file covers the

@@ -8,8 +8,7 @@
 //! 2. a thread that reads a time another thread set sees what that thread did before setting it
 //!    (`set` and `advance` release, `now` acquires): a worker that reads the time a driver
 //!    advanced to after resetting a limiter decides on the reset state. The broken twin's clock
-//!    is all `Relaxed` (the shipped clock until a review found this), and loom finds the worker
-//!    refused on the state from before the reset.
+//!    is all `Relaxed`, and loom finds the worker refused on the state from before the reset.
 //!
 //! Every racing party runs on a spawned thread and the model's own thread only joins: loom
 //! 0.7.3 does not run a spawned thread ahead of the main thread's next access when the spawned

@@ -5,8 +5,8 @@
 //! replica is in sync with its master.
 //!
 //! [`RedisCluster::shared`] starts one per test binary, on first use, for the tests that leave
-//! the topology alone; it is killed when the test binary exits (a watcher process per node, see
-//! [`RedisCluster::kill_at_exit`]). Tests that kill nodes or move slots start their own with
+//! the topology alone; its nodes are killed when the test binary exits (each server's watchdog,
+//! see `mod.rs`). Tests that kill nodes or move slots start their own with
 //! [`RedisCluster::start`], killed on drop.
 //!
 //! A missing `redis-cli` is a failure, never a skip: set `TOLLGATE_REDIS_CLI` to its path when it
@@ -58,11 +58,7 @@ pub(crate) struct RedisCluster {
     nodes: Vec<RedisServer>,
 }
 
-static SHARED: LazyLock<RedisCluster> = LazyLock::new(|| {
-    let mut cluster = RedisCluster::start();
-    cluster.kill_at_exit();
-    cluster
-});
+static SHARED: LazyLock<RedisCluster> = LazyLock::new(RedisCluster::start);
 
 impl RedisCluster {
     /// The cluster this test binary shares, started on first use: for tests that leave its
@@ -267,15 +263,6 @@ impl RedisCluster {
             }
         }
         None
-    }
-
-    /// Kills every node when this test process exits, however it exits (a shared cluster is in
-    /// a `static`, never dropped): one `sh` per node waits for this process to end, then kills
-    /// the node and removes its directory.
-    pub(crate) fn kill_at_exit(&mut self) {
-        for node in &mut self.nodes {
-            node.kill_at_exit();
-        }
     }
 }
 

@@ -50,6 +50,21 @@ pub(crate) fn bucket_or_reject<B: std::fmt::Debug>(
     }
 }
 
+/// A bucket's exact model (the token bucket's [`token_bucket::TokenBucketModel`], the shaper's
+/// [`shaper::ShaperModel`]): built from the emission interval `T` and the burst, it decides one
+/// request at a time, in time that never goes backwards.
+pub(crate) trait BucketModel {
+    /// A model of a bucket with emission interval `interval` ns and burst `burst`, as new.
+    fn new(interval: u64, burst: u64) -> Self;
+
+    /// Decides a request of weight `cost` at `now`, and counts it if admitted.
+    fn decide(&mut self, now: u64, cost: u64) -> Expected;
+
+    /// The model's state before a decision, as a suffix for a failure's message (empty when the
+    /// decisions say all of it).
+    fn describe(&self) -> String;
+}
+
 /// Everything a [`Decision`] says, durations in whole nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Expected {

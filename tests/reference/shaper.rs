@@ -1,6 +1,6 @@
 //! The leaky bucket shaper as a literal queue of slots.
 
-use super::{first_true, Expected};
+use super::{first_true, BucketModel, Expected};
 
 /// A leaky bucket shaper simulated slot by slot. Every admitted unit occupies one slot of
 /// length `T`; slots are laid back to back: a request of weight `n` arriving at `now` starts at
@@ -142,5 +142,19 @@ impl ShaperModel {
             reset_after: until_empty,
             delay: if allowed { start - now } else { 0 },
         }
+    }
+}
+
+impl BucketModel for ShaperModel {
+    fn new(interval: u64, burst: u64) -> Self {
+        ShaperModel::new(interval, burst)
+    }
+
+    fn decide(&mut self, now: u64, cost: u64) -> Expected {
+        ShaperModel::decide(self, now, cost)
+    }
+
+    fn describe(&self) -> String {
+        String::new()
     }
 }

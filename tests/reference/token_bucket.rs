@@ -2,7 +2,7 @@
 
 use num_rational::Ratio;
 
-use super::Expected;
+use super::{BucketModel, Expected};
 
 /// A classic token bucket: a token count (an exact rational), refilled continuously at one token
 /// per emission interval `T` and capped at `burst`; it starts full. A request of weight `n` is
@@ -31,11 +31,6 @@ impl TokenBucketModel {
             tokens: Ratio::from_integer(u128::from(burst)),
             last: None,
         }
-    }
-
-    /// Tokens currently held (after refilling up to the last decision's time).
-    pub(crate) fn tokens(&self) -> Ratio<u128> {
-        self.tokens
     }
 
     fn refill(&mut self, now: u64) {
@@ -72,5 +67,19 @@ impl TokenBucketModel {
             reset_after: self.time_until(self.burst),
             delay: 0,
         }
+    }
+}
+
+impl BucketModel for TokenBucketModel {
+    fn new(interval: u64, burst: u64) -> Self {
+        TokenBucketModel::new(interval, burst)
+    }
+
+    fn decide(&mut self, now: u64, cost: u64) -> Expected {
+        TokenBucketModel::decide(self, now, cost)
+    }
+
+    fn describe(&self) -> String {
+        format!(", model tokens before refill {}", self.tokens)
     }
 }

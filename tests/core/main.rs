@@ -1,0 +1,25 @@
+//! The algorithms and their direct limiters (`DirectLimiter`, with a few keyed and log cases
+//! where a behaviour spans them): every decision against an exact reference model, the ends of
+//! time and of the arithmetic, every typed error, refunds and resets, rounding, shaping with a
+//! maximum wait, threads counting admissions exactly, and decisions that allocate nothing.
+//!
+//! One test binary (`cargo test -p tollgate --test core`); each module is one concept.
+
+#[path = "../keyed_common/mod.rs"]
+mod keyed_common;
+#[path = "../reference/mod.rs"]
+mod reference;
+
+mod allocations;
+mod bucket_properties;
+mod edges;
+mod errors;
+mod properties_fixed_window;
+mod properties_leaky_bucket;
+mod properties_sliding_window;
+mod properties_token_bucket;
+mod refund;
+mod reset;
+mod rounding;
+mod shaper_within;
+mod stress;

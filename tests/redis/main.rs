@@ -1,0 +1,35 @@
+//! The distributed limiter (feature `redis`) against real `redis-server` processes: one server
+//! shared by the tests that leave it as they found it (each in a database of its own), and a
+//! server of its own for every test that kills, restarts, reconfigures, pauses or reads the
+//! statistics of its server (`redis_common`).
+//!
+//! One test binary (`cargo test -p tollgate --features redis --test redis`; the tower layer's
+//! cases need `--features redis,tower`).
+
+#[cfg(feature = "tower")]
+#[path = "../middleware_common/mod.rs"]
+mod middleware_common;
+#[path = "../redis_common/mod.rs"]
+mod redis_common;
+
+mod causes;
+mod cluster;
+mod cluster_failover;
+mod cluster_reshard;
+mod errors;
+mod faults;
+mod fleet;
+mod keys;
+#[cfg(feature = "tower")]
+mod layer;
+mod log_wrapping;
+mod memory;
+mod quota_changes;
+mod refund;
+#[cfg(feature = "tower")]
+mod refund_fallback;
+#[cfg(feature = "tower")]
+mod refund_layer;
+mod reset;
+mod same_decisions;
+mod scripts;

@@ -1,0 +1,81 @@
+//! The decision scripts called by another program than tollgate's client: a weight the client
+//! never sends is refused with a `TOLLGATE_COST` error and nothing written.
+
+use crate::redis_common::{raw_connection, shared_database};
+use redis::AsyncCommands;
+
+/// Each decision script refuses a weight the client never sends, called by another program:
+/// below 0 (every script), or above the limit (the logs, whose client refuses it as too large),
+/// with a `TOLLGATE_COST` error and nothing written. (Unchecked, such a weight is a Lua error on
+/// an absent key in the packed log, a corrupt state in the list log, a negative expiry for the
+/// bucket's `PSETEX`, and a packed record of 4,294,967,295 units.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_script_refuses_a_weight_its_client_never_sends() {
+    let server = shared_database();
+    let mut raw = raw_connection(&server).await;
+    let scripts = [
+        (
+            "gcra",
+            include_str!("../../src/distributed/gcra.lua"),
+            [-1, 1_000, 10_000],
+        ),
+        (
+            "gcra_refund",
+            include_str!("../../src/distributed/gcra_refund.lua"),
+            [-1, 1_000, 10_000],
+        ),
+        (
+            "fixed_window",
+            include_str!("../../src/distributed/fixed_window.lua"),
+            [-1, 1_000_000, 10],
+        ),
+        (
+            "sliding_window",
+            include_str!("../../src/distributed/sliding_window.lua"),
+            [-1, 1_000_000, 10],
+        ),
+        (
+            "sliding_log",
+            include_str!("../../src/distributed/sliding_log.lua"),
+            [-1, 1_000_000, 10],
+        ),
+        (
+            "sliding_log",
+            include_str!("../../src/distributed/sliding_log.lua"),
+            [11, 1_000_000, 10],
+        ),
+        (
+            "sliding_log_list",
+            include_str!("../../src/distributed/sliding_log_list.lua"),
+            [-1, 1_000_000, 10],
+        ),
+        (
+            "sliding_log_list",
+            include_str!("../../src/distributed/sliding_log_list.lua"),
+            [11, 1_000_000, 10],
+        ),
+    ];
+    let now: i64 = 1_800_000_000_000_000;
+    for (name, script, [cost, first, second]) in scripts {
+        let mut packed = Vec::new();
+        for value in [cost, first, second, now] {
+            packed.extend_from_slice(&value.to_le_bytes());
+        }
+        let key = format!("raw:{{{name}}}:{cost}");
+        let answer: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+            .arg(script)
+            .arg(1)
+            .arg(&key)
+            .arg(packed)
+            .query_async(&mut raw)
+            .await;
+        let error = answer.expect_err(name);
+        assert_eq!(
+            error.code(),
+            Some("TOLLGATE_COST"),
+            "{name}, weight {cost}: {error}"
+        );
+        let exists: bool = raw.exists(&key).await.unwrap();
+        assert!(!exists, "{name}, weight {cost}: wrote its key");
+    }
+}
