@@ -6,10 +6,10 @@
 //! ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these functions inside a
 //! compare-and-swap loop; tests run them on plain integers.
 
+mod divisor;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
-mod divisor;
 mod sliding_window;
 pub(crate) mod steps;
 mod token_bucket;
@@ -32,11 +32,17 @@ pub const FRESH_STATE: u64 = 0;
 ///
 /// # Contract
 /// - `decide` is pure: the same `(state, now, cost)` always gives the same transition.
-/// - A denied decision leaves the state unchanged (only admitted requests are counted), so a
-///   denial needs no write.
+/// - Only admitted requests are counted. A denied decision stores the state it was decided on,
+///   so it needs no write, with one exception: [`SlidingWindow`] stores its state moved forward
+///   to a later window than the stored one (the same counts, so a decision at a later time is
+///   unchanged), once per window.
+/// - A weightless request (`cost` 0) counts nothing and stores the state it was decided on.
 /// - `cost <= capacity()` is the caller's precondition (the limiters check it and return
 ///   [`CostTooLarge`](crate::CostTooLarge)); a larger cost is denied, never a panic.
-/// - Time may go backwards between calls; the algorithm must never admit more because of it.
+/// - Time may go backwards between calls; the algorithm must never admit more because of it:
+///   what it admits, replayed at the running maximum of the times its counted decisions (weight
+///   1 or more, admitted or refused) were made at, is admitted there too (`docs/design.md`,
+///   "Time that goes backwards").
 pub trait Algorithm: Send + Sync {
     /// The heaviest single request that can ever pass.
     fn capacity(&self) -> u64;
@@ -116,14 +122,16 @@ pub trait Algorithm: Send + Sync {
 /// The result of [`Algorithm::decide`]: the state to store and the answer to give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transition {
-    /// The state after the decision (equal to the input state when denied).
+    /// The state after the decision: the input state when denied, but for a sliding window
+    /// moved forward to a later window (see [`Algorithm`]'s contract).
     pub state: u64,
     /// The answer.
     pub decision: Decision,
 }
 
 impl Transition {
-    /// A refusal, which keeps `state` as it is.
+    /// A refusal, which counts nothing and stores `state`: the state it was decided on, or (the
+    /// sliding window) that state moved forward to a later window.
     pub(crate) const fn refuse(state: u64, decision: Decision) -> Self {
         Transition { state, decision }
     }

@@ -1,5 +1,6 @@
 //! Lock-free rate limiting: every admission is one clock read and one compare-and-swap, and
-//! every refusal one clock read and one load (it writes nothing), on one `AtomicU64` for a
+//! every refusal one clock read and one load (it writes nothing, but a sliding window's first in
+//! each new window), on one `AtomicU64` for a
 //! direct limiter and on the key's 16-byte slot for a keyed one (the exact sliding window log,
 //! which keeps a timestamp per unit, takes a short lock instead).
 //!
@@ -46,10 +47,15 @@
 //! readings, lets a quota over a real span stretch by up to that lag); [`SystemClock`] reads the
 //! system time, for processes that must share one timeline (the other two drift from it by parts
 //! per million); [`ManualClock`] moves only when told. A clock may step backwards: no limiter
-//! panics, refills or admits more because of it. The buckets decide at the earlier time, so a
-//! step back can only refuse more (for up to about as long as the step); the windows stay in
-//! the window they stored; the sliding log decides as if the clock had stood still (a keyed
-//! limiter's forgotten keys aside: `docs/design.md`, "Time that goes backwards").
+//! panics or refills because of it, and none admits more: what a limiter admits, replayed on a
+//! clock that never goes back (the running maximum of the times its decisions of weight 1 or
+//! more were made at, refusals included), is admitted there too. The buckets decide at the
+//! earlier time, so a step back can only refuse more (for up to about as long as the step); the
+//! windows decide in the window of the latest such decision (a sliding window's refusal in a
+//! later window stores the window moved there); the sliding log decides at the latest such time,
+//! as if the clock had stood still. Weightless requests and peeks count nothing and move
+//! nothing. A keyed limiter's forgotten keys are the exception: `docs/design.md`, "Time that
+//! goes backwards".
 //!
 //! # Features
 //! None is on by default; the limiters above need none.
@@ -93,12 +99,12 @@ pub use algorithm::{
 #[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[doc(hidden)]
 pub use breaker::Breaker;
-#[cfg(all(tollgate_loom, feature = "redis"))]
-#[doc(hidden)]
-pub use distributed::Breaker;
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock, SystemClock};
 pub use decision::{Decision, Outcome};
 pub use direct::DirectLimiter;
+#[cfg(all(tollgate_loom, feature = "redis"))]
+#[doc(hidden)]
+pub use distributed::Breaker;
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;

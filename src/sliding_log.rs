@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: [`SlidingLog`], the validated limit and window;
 //! - [`ring`]: the timestamps of the newest admitted units, allocated once;
+//! - [`state`]: a log's whole state, its ring and the latest time a decision counted at;
 //! - [`decide`]: the pure decision over a ring, unit-tested on its own;
 //! - [`direct`] and [`keyed`] (with [`shard`]): the limiters, which run the decision under a
 //!   lock from `crate::sync` (loom's under `--cfg tollgate_loom`);
@@ -17,6 +18,7 @@ mod faults;
 mod keyed;
 mod ring;
 mod shard;
+mod state;
 
 pub use config::SlidingLog;
 pub use direct::LogLimiter;

@@ -188,7 +188,6 @@ impl Algorithm for SlidingWindow {
         let elapsed = now_nanos.wrapping_sub(stored_index.wrapping_mul(w));
         let counts = if elapsed < w && stored_index < self.fast_end {
             Counts {
-                state,
                 moved: state,
                 previous: stored.previous(self),
                 current: stored.current(self),
@@ -206,7 +205,6 @@ impl Algorithm for SlidingWindow {
                 Some(0) | None => return general(),
             };
             Counts {
-                state,
                 moved: self.layout.pack(index, &[0, previous]),
                 previous,
                 current,

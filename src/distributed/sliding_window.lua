@@ -13,7 +13,8 @@
 --          request), start of the window minus now (microseconds; positive only if the clock
 --          went back).
 local cost, w, limit, now
-if #ARGV[1] == 32 then
+local client = #ARGV[1] == 32
+if client then
   cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else
   cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
@@ -90,7 +91,12 @@ if elapsed < 0 then
   elapsed = 0
 end
 if cost > 0 and previous * (w - elapsed) + (current + cost) * w > limit * w then
-  if converted and not ARGV[2] then
+  -- A refusal on a client's time in a later window than the stored one stores the state moved
+  -- to this window (the same counts), once per window: a request stamped earlier (a client clock
+  -- that stepped back) is then decided in this window, at its start, as on a clock that never
+  -- goes back, and not in the stored one (docs/distributed.md, "Time"). The server's clock is
+  -- read, not sent: its refusals write nothing.
+  if (converted or (client and stored and not same)) and not ARGV[2] then
     redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)),
       struct.pack('<i8i8i8i8', index, previous, current, w))
   end

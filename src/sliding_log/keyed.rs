@@ -5,8 +5,8 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 
 use super::faults::LogFaults;
-use super::ring::Ring;
 use super::shard::LogShard;
+use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
@@ -77,7 +77,7 @@ impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
 fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
     log.entries()
         .checked_mul(8)
-        .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16))
+        .and_then(|ring| ring.checked_add(std::mem::size_of::<LogState>() + 16))
 }
 
 impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
@@ -320,7 +320,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
             WhenFull::Refuse => Decision::table_full(shard.soonest_room(&self.log, home, now.as_nanos())),
             WhenFull::Admit => Decision::untracked(
                 self.log
-                    .decide(&Ring::unallocated(0), now.as_nanos(), cost)
+                    .decide(&LogState::unallocated(0), now.as_nanos(), cost)
                     .decision,
             ),
         }

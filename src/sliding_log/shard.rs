@@ -28,11 +28,10 @@
 use crossbeam_utils::CachePadded;
 
 use super::faults::LogFaults;
-use super::ring::Ring;
+use super::state::LogState;
 use super::SlidingLog;
 use crate::keyed::layout::TableLayout;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
-use crate::time::duration_to_nanos_saturating;
 use crate::Decision;
 
 /// The longest probe sequence: a key is stored within this many slots of its home.
@@ -67,7 +66,7 @@ const fn member(fingerprint: u64) -> u64 {
 #[derive(Debug)]
 struct LogSlot {
     tag: AtomicU64,
-    ring: Mutex<Ring>,
+    ring: Mutex<LogState>,
 }
 
 /// Written only by inserts, on its own cache line.
@@ -94,7 +93,7 @@ impl LogShard {
         slots.try_reserve_exact(len).ok()?;
         slots.extend((0..len).map(|_| LogSlot {
             tag: AtomicU64::new(EMPTY),
-            ring: Mutex::new(Ring::unallocated(entries)),
+            ring: Mutex::new(LogState::unallocated(entries)),
         }));
         Some(LogShard {
             meta: CachePadded::new(ShardMeta {
@@ -208,7 +207,7 @@ impl LogShard {
         // A weightless request records nothing: an absent key is told what a fresh one would
         // be, and takes no slot (nor a refusal when there is none).
         if cost == 0 {
-            return Some(log.decide(&Ring::unallocated(0), now, cost).decision);
+            return Some(log.decide(&LogState::unallocated(0), now, cost).decision);
         }
         for (displacement, index) in self.probe(home).enumerate() {
             let tag = self.tag(index);
@@ -217,7 +216,7 @@ impl LogShard {
                 continue;
             }
             // The only allocation a slot ever makes, the first time it is used.
-            ring.reserve().ok()?;
+            ring.ring.reserve().ok()?;
             if held(tag) == EMPTY {
                 // Relaxed: a statistic.
                 self.meta.live.fetch_add(1, Ordering::Relaxed);
@@ -248,20 +247,18 @@ impl LogShard {
     fn decide_locked<'a>(
         &'a self,
         index: usize,
-        mut ring: MutexGuard<'a, Ring>,
+        mut ring: MutexGuard<'a, LogState>,
         log: &SlidingLog,
         now: u64,
         cost: u64,
         faults: LogFaults,
     ) -> Decision {
         let verdict = log.decide(&ring, now, cost);
-        if let Some(at) = verdict.record_at {
-            if faults.unlocks_before_record() {
-                drop(ring);
-                ring = lock(&self.slots[index].ring);
-            }
-            ring.record(at, cost, log.window);
+        if verdict.record_at.is_some() && faults.unlocks_before_record() {
+            drop(ring);
+            ring = lock(&self.slots[index].ring);
         }
+        ring.apply(&verdict, cost, log.window);
         verdict.decision
     }
 
@@ -275,9 +272,7 @@ impl LogShard {
                 return 0;
             }
             let ring = lock(&self.slots[index].ring);
-            // A log is idle once it is full again: its weightless decision's reset-after.
-            let wait = log.decide(&ring, now, 0).decision.reset_after();
-            soonest = soonest.min(duration_to_nanos_saturating(wait));
+            soonest = soonest.min(log.idle_in(&ring, now));
             if soonest == 0 {
                 break;
             }
@@ -326,7 +321,7 @@ impl LogShard {
                 return Some(log.decide(&ring, now, cost).decision);
             }
         }
-        let fresh = || log.decide(&Ring::unallocated(0), now, cost).decision;
+        let fresh = || log.decide(&LogState::unallocated(0), now, cost).decision;
         // A weightless request needs no slot (see `decide_inserting`).
         if cost == 0 {
             return Some(fresh());

@@ -30,6 +30,14 @@ impl SlidingWindow {
                 state: self.layout.pack(index, &[total, previous]),
                 decision,
             },
+            // A refusal in a later window than the stored one stores the state moved to it (the
+            // same counts): a request stamped earlier is then decided in this window, as at the
+            // latest time a decision was made (`docs/design.md`, "Time that goes backwards").
+            // Once per window: the next refusal finds it stored. A weightless request stores
+            // nothing.
+            None if cost > 0 && index != stored_index => {
+                Transition::refuse(self.layout.pack(index, &[current, previous]), decision)
+            }
             None => Transition::refuse(state, decision),
         }
     }

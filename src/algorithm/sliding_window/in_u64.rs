@@ -9,10 +9,11 @@ use super::SlidingWindow;
 /// how far into it `now` is, and the request's weight (`1..=limit`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Counts {
-    /// The stored state.
-    pub(super) state: u64,
-    /// The state moved to the window holding `now`: `state` itself when that is the stored
-    /// window; otherwise that window's index, `previous` and a current count of 0.
+    /// The stored state moved to the window holding `now`: the stored state itself when that
+    /// is the stored window; otherwise that window's index, `previous` and a current count of
+    /// 0. A refusal stores it too: the same counts, so a later request stamped before `now` is
+    /// decided in this window, never in the stored one (`docs/design.md`, "Time that goes
+    /// backwards").
     pub(super) moved: u64,
     /// Units admitted in the window before.
     pub(super) previous: u64,
@@ -34,7 +35,6 @@ impl SlidingWindow {
     #[inline(always)]
     pub(super) fn decide_in_u64(&self, counts: Counts) -> Transition {
         let Counts {
-            state,
             moved,
             previous,
             current,
@@ -73,7 +73,7 @@ impl SlidingWindow {
             // `current` alone fills the limit (or exceeds it, after a step back in time), and
             // weighs until the window after this one ends: nothing passes now, nor later in
             // this window. No division.
-            return Transition::refuse(state, Decision::denied(0, from_next_window, until_reset));
+            return Transition::refuse(moved, Decision::denied(0, from_next_window, until_reset));
         }
         let free = limit - current;
         // What would pass now, times `w` (divided when asked for).
@@ -96,7 +96,7 @@ impl SlidingWindow {
             (0, 0) => 0,
         };
         Transition::refuse(
-            state,
+            moved,
             Decision::denied_in_units(remaining, w, retry_after, reset_after),
         )
     }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::SlidingWindow;
+use crate::algorithm::divisor::BoundedDivisor;
 use crate::algorithm::window::test_support::pick;
 use crate::algorithm::Algorithm;
-use crate::algorithm::divisor::BoundedDivisor;
 use crate::{Quota, Timestamp};
 
 const SECOND: u64 = 1_000_000_000;
