@@ -1419,14 +1419,15 @@ fn a_weight_above_the_capacity_is_never_promised_a_retry() {
 }
 
 /// `SlidingWindow::state` clamps what does not fit the packed word instead of dropping bits: the
-/// counts to `max_limit`, the index to the window holding the last representable instant.
+/// counts to `max_narrow_limit` (a 64-bit state's), the index to the window holding the last
+/// representable instant.
 #[test]
 fn sliding_window_states_clamp_what_does_not_fit() {
     let window = sw("100/min");
     let last = u64::MAX / 60_000_000_000;
     let state = window.state(u64::MAX, u64::MAX, 2);
     assert_eq!(state.index(&window), last);
-    assert_eq!(state.previous(&window), window.max_limit());
+    assert_eq!(state.previous(&window), window.max_narrow_limit());
     assert_eq!(state.current(&window), 2);
     assert_eq!(window.state(last, 1, 2).index(&window), last);
     assert_eq!(window.state(last - 1, 1, 2).index(&window), last - 1);

@@ -10,12 +10,12 @@ use crate::Decision;
 pub(crate) struct Verdict {
     /// The answer for the caller.
     pub(crate) decision: Decision,
-    /// Where to record the request's units if it was admitted with a weight: the time they
-    /// are written at (`max(now, latest)`, so the ring stays ordered). `None`: record nothing.
-    pub(crate) record_at: Option<u64>,
-    /// The time a decision of weight 1 or more was made at, admitted or refused: the log's new
-    /// latest time ([`LogState::apply`]). `None` for a weightless request, which moves nothing.
-    pub(crate) counted_at: Option<u64>,
+    /// The time the request was decided at: `max(now, latest)`, where its units are recorded
+    /// if it is admitted (so the ring stays ordered), and the log's new latest time if it
+    /// weighs anything ([`LogState::apply`]).
+    pub(crate) at: u64,
+    /// Whether to record the request's units at `at`: admitted, with a weight.
+    pub(crate) record: bool,
 }
 
 impl SlidingLog {
@@ -42,7 +42,6 @@ impl SlidingLog {
     pub(crate) fn decide(&self, state: &LogState, now: u64, cost: u64) -> Verdict {
         let (ring, window) = (&state.ring, self.window);
         let at = state.decided_at(now);
-        let counted_at = (cost > 0).then_some(at);
         // `e <= at` for every entry.
         let count = ring.count_in_window(at, window) as u64;
         // When a unit recorded at `entry` leaves the window, measured from the real `now` (every
@@ -59,16 +58,16 @@ impl SlidingLog {
         if cost == 0 {
             return Verdict {
                 decision: Decision::allowed(self.limit - count, reset_after(count, ring.newest()), 0),
-                record_at: None,
-                counted_at,
+                at,
+                record: false,
             };
         }
         match count.checked_add(cost) {
             Some(total) if total <= self.limit => Verdict {
                 // `total >= cost > 0`: the request's own units are the newest in the window.
                 decision: Decision::allowed(self.limit - total, leaves(at), 0),
-                record_at: Some(at),
-                counted_at,
+                at,
+                record: true,
             },
             _ => {
                 let retry_after = match self.limit.checked_sub(cost) {
@@ -85,8 +84,8 @@ impl SlidingLog {
                         retry_after,
                         reset_after(count, ring.newest()),
                     ),
-                    record_at: None,
-                    counted_at,
+                    at,
+                    record: false,
                 }
             }
         }
@@ -182,7 +181,7 @@ mod tests {
         let ring = LogState::with_capacity(2);
         let verdict = log.decide(&ring, 7, 3);
         assert_eq!(numbers(verdict.decision), (false, 2, u64::MAX, 0));
-        assert_eq!(verdict.record_at, None);
+        assert!(!verdict.record);
         assert_eq!(
             numbers(log.decide(&ring, 7, u64::MAX).decision),
             (false, 2, u64::MAX, 0)

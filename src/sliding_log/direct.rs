@@ -184,7 +184,7 @@ impl<C: Clock> LogLimiter<C> {
     fn decide(&self, now: u64, cost: u64) -> Decision {
         let mut state = lock(&self.state);
         let verdict = self.log.decide(&state, now, cost);
-        if verdict.record_at.is_some() && self.faults().unlocks_before_record() {
+        if verdict.record && self.faults().unlocks_before_record() {
             drop(state);
             state = lock(&self.state);
         }

@@ -36,25 +36,25 @@ impl LogState {
     }
 
     /// The time a decision at `now` is made at: `now`, or the latest time a counted decision
-    /// was made at (or the newest unit's, which is never later) if the clock is behind it.
+    /// was made at if the clock is behind it. (The newest unit is never later: units are
+    /// recorded at the time their decision was made at, which [`apply`](Self::apply) stores as
+    /// the latest.)
     #[inline]
     pub(crate) fn decided_at(&self, now: u64) -> u64 {
-        let latest = self
-            .ring
-            .newest()
-            .map_or(self.latest, |newest| newest.max(self.latest));
-        latest.max(now)
+        self.latest.max(now)
     }
 
-    /// Stores what a decision of weight `cost` concluded: the time it was made at, and its units
-    /// if it was admitted.
+    /// Stores what a decision of weight `cost` concluded: the time it was made at, if it weighs
+    /// anything (a weightless request moves nothing), and its units if it was admitted.
     #[inline]
     pub(crate) fn apply(&mut self, verdict: &Verdict, cost: u64, window: u64) {
-        if let Some(at) = verdict.counted_at {
-            self.latest = self.latest.max(at);
+        if cost == 0 {
+            return;
         }
-        if let Some(at) = verdict.record_at {
-            self.ring.record(at, cost, window);
+        // At least `latest` (`decided_at`): decided and applied under one lock.
+        self.latest = verdict.at;
+        if verdict.record {
+            self.ring.record(verdict.at, cost, window);
         }
     }
 
