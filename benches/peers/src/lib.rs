@@ -24,9 +24,10 @@ pub mod timing;
 pub mod zipf;
 
 pub use direct::{
-    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, Direct,
-    DirectContender, GovernorDirect, GovernorDirectLimiter, RatelimitDirect, SeedDirect, TollgateDirect,
-    TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    tollgate_fixed_window, tollgate_fixed_window_wide, tollgate_leaky_bucket, tollgate_sliding_window,
+    tollgate_sliding_window_wide, tollgate_token_bucket, Direct, DirectContender, GovernorDirect,
+    GovernorDirectLimiter, RatelimitDirect, SeedDirect, TollgateDirect, TollgateElapsed, TollgateLog,
+    ALLOWED_RUN,
 };
 pub use floor::{
     ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
@@ -34,7 +35,7 @@ pub use floor::{
 };
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
-    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
+    KeyedContender, Tollgate, TollgateKeyed, TollgateKeyedWindow, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
 };
 pub use minimal_windows::{MinimalFixed, MinimalFixedWindow, MinimalSliding, MinimalSlidingWindow};
 pub use seed_bucket::{MutexTokenBucket, SeedTokenBucket};
