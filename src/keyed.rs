@@ -98,11 +98,15 @@ pub struct KeyedLimiter<K: ?Sized, A, C = PreciseClock> {
 }
 
 impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
-    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
-    /// when full.
+    /// A limiter on the [`PreciseClock`], refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (Whatever the keys in a table of at
+    /// most 512 slots; for larger ones, what the randomly seeded hash guarantees:
+    /// [`capacity`](Self::capacity).)
     ///
     /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
-    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// slots for every 7 keys; a [wide](Algorithm::is_wide) state's slot is 48 bytes, about 69
+    /// per key): check a configured capacity against the memory the process may
     /// use. A capacity the address space can hold but the machine cannot is not detected: with
     /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
     /// memory while the table is zeroed.
@@ -116,10 +120,15 @@ impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
 }
 
 impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
-    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    /// A limiter reading `clock`, refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (Whatever the keys in a table of at
+    /// most 512 slots; for larger ones, what the randomly seeded hash guarantees:
+    /// [`capacity`](Self::capacity).)
     ///
     /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
-    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// slots for every 7 keys; a [wide](Algorithm::is_wide) state's slot is 48 bytes, about 69
+    /// per key): check a configured capacity against the memory the process may
     /// use. A capacity the address space can hold but the machine cannot is not detected: with
     /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
     /// memory while the table is zeroed.
@@ -449,9 +458,19 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         self.len() == 0
     }
 
-    /// The number of keys the table was built for. It holds at least that many keys still being
-    /// limited (a key is stored within 512 slots of its home, and the table has 10 slots for every
-    /// 7 keys).
+    /// The number of keys the table was built for, as passed to [`new`](Self::new).
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots).
+    ///
+    /// A key is stored within 512 slots of its home, in its shard, and the table has 10 slots for
+    /// every 7 keys of capacity. So a table of at most 512 slots (a capacity up to 358) holds
+    /// `capacity` keys still being limited whatever they are. A larger one places keys by a hash
+    /// with a seed drawn for each limiter, which clients cannot aim at: it holds them unless that
+    /// seed puts far more of them in one shard, or in one run of 512 slots, than the load of 0.7
+    /// does on average (about `e^-33` for a key at that load; `tests/capacity.rs` fills tables for
+    /// 1 to 200,000 keys under many seeds, and every key finds room). Keys chosen by someone who
+    /// knew the seed could fill one home's 512 slots and be refused past them: `docs/design.md`,
+    /// "Capacity".
     pub fn capacity(&self) -> usize {
         self.capacity
     }

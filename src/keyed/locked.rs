@@ -404,8 +404,79 @@ impl<V> LockedShard<V> {
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
-    use super::slot_bytes;
-    use crate::sliding_log::LogState;
+    use super::{slot_bytes, LockedShard, PerKey, MAX_PROBE};
+    use crate::sliding_log::{LogFaults, LogState};
+    use crate::Decision;
+
+    /// A key's value is the time it is idle again; each request admitted makes it `now + 1_000`.
+    struct BusyUntil;
+
+    impl PerKey for BusyUntil {
+        type Value = u64;
+        type Change = u64;
+
+        fn unused(&self) -> u64 {
+            0
+        }
+
+        fn prepare(&self, _: &mut u64) -> bool {
+            true
+        }
+
+        fn forget(&self, value: &mut u64) {
+            *value = 0;
+        }
+
+        fn is_idle(&self, value: &u64, now: u64) -> bool {
+            *value <= now
+        }
+
+        fn is_reclaimable(&self, value: &u64, now: u64) -> bool {
+            *value <= now
+        }
+
+        fn reclaimable_in(&self, value: &u64, now: u64) -> u64 {
+            value.saturating_sub(now)
+        }
+
+        fn decide(&self, _: &u64, now: u64, _: u64) -> (Decision, Option<u64>) {
+            (Decision::allowed(0, 1_000, 0), Some(now + 1_000))
+        }
+
+        fn apply(&self, value: &mut u64, change: &u64, _: u64) {
+            *value = *change;
+        }
+
+        fn fresh(&self, _: u64, _: u64) -> Decision {
+            Decision::allowed(1, 0, 0)
+        }
+    }
+
+    /// As the lock-free shard (`shard.rs`, `keys_of_one_home_fill_a_small_shard_and_512_slots_of_a_large_one`):
+    /// keys that all name one home fill a shard of at most 512 slots, and 512 slots of a larger
+    /// one, whose other slots stay free for keys homed elsewhere.
+    #[test]
+    fn keys_of_one_home_fill_a_small_shard_and_512_slots_of_a_large_one() {
+        let charge = |shard: &LockedShard<u64>, fingerprint: u64, home: usize| {
+            shard
+                .decide(&BusyUntil, fingerprint, home, 1, 1, LogFaults::NONE)
+                .is_some()
+        };
+        for len in [1, 10, 512] {
+            let shard = LockedShard::new(len, || 0).expect("memory");
+            for fingerprint in 0..len as u64 {
+                assert!(charge(&shard, fingerprint, 0), "{len} slots, key {fingerprint}");
+            }
+            assert!(!charge(&shard, len as u64, 0), "{len} slots: one more");
+            assert_eq!(shard.live(), len as u64);
+        }
+        let shard = LockedShard::new(1_024, || 0).expect("memory");
+        for fingerprint in 0..MAX_PROBE as u64 {
+            assert!(charge(&shard, fingerprint, 0), "key {fingerprint}");
+        }
+        assert!(!charge(&shard, 10_000, 0), "a 513th key of home 0");
+        assert!(charge(&shard, 10_001, 700), "a key of another home");
+    }
 
     /// The slot sizes `docs/design.md` gives: a log's ("Sliding window log"), before the ring's
     /// entries, and a wide state's ("Wide states").

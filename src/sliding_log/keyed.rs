@@ -57,8 +57,9 @@ pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
 }
 
 impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
-    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
-    /// when full.
+    /// A limiter on the [`PreciseClock`], refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
     ///
     /// The slots are allocated here and each slot's log when the slot is first used, so memory
     /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
@@ -81,7 +82,9 @@ fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
 }
 
 impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
-    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    /// A limiter reading `clock`, refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
     ///
     /// The slots are allocated here and each slot's log when the slot is first used, so memory
     /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
@@ -235,7 +238,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         self.len() == 0
     }
 
-    /// The number of keys the table was built for.
+    /// The number of keys the table was built for, as passed to [`new`](Self::new).
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). Guaranteed as for
+    /// [`KeyedLimiter::capacity`](crate::KeyedLimiter::capacity): whatever the keys in a table of
+    /// at most 512 slots, as the hash's random seed allows in a larger one.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
