@@ -22,7 +22,11 @@
 //!
 //! # Algorithms
 //! Each is a pure function over a packed 64-bit state ([`algorithm`]), run by a limiter inside
-//! one compare-and-swap loop:
+//! one compare-and-swap loop; a window whose limit does not fit one word beside its window index
+//! (a `50000/s` sliding window) takes a 128-bit state, chosen from the quota at construction
+//! ([`Algorithm::is_wide`](algorithm::Algorithm::is_wide)): a 16-byte compare-and-swap in a
+//! direct limiter, a short lock per key in a keyed one. Every limit up to `u32::MAX` works for
+//! both windows, at every window length:
 //!
 //! | algorithm | what it guarantees |
 //! |---|---|
