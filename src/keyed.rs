@@ -64,6 +64,12 @@ pub enum WhenFull {
 /// Keys are hashed with ahash under a random seed chosen per limiter, so clients cannot aim their
 /// keys at one shard or one probe chain.
 ///
+/// A window whose limit does not fit one 64-bit word beside its window index keeps a 128-bit
+/// state per key ([`Algorithm::is_wide`]), which does not fit beside a key's tag in a 16-byte
+/// slot: its keys live in a table of 48-byte slots instead, each key's state behind a short lock
+/// (taken for one read-decide-write; new keys inserted under their shard's lock), with the same
+/// probing, reuse of idle keys and [`WhenFull`] policies (`docs/design.md`, "Wide states").
+///
 /// ```
 /// use std::net::IpAddr;
 /// use tollgate::{KeyedLimiter, ManualClock, TokenBucket};

@@ -2,7 +2,8 @@
 //! every refusal one clock read and one load (it writes nothing, but a sliding window's first in
 //! each new window), on one `AtomicU64` for a
 //! direct limiter and on the key's 16-byte slot for a keyed one (the exact sliding window log,
-//! which keeps a timestamp per unit, takes a short lock instead).
+//! which keeps a timestamp per unit, takes a short lock instead, and so does a keyed window whose
+//! limit needs a 128-bit state, which a direct limiter swaps with a 16-byte compare-and-swap).
 //!
 //! ```
 //! use tollgate::{DirectLimiter, Quota, TokenBucket};
