@@ -225,3 +225,42 @@ fn redis_admits_only_what_a_clock_that_never_goes_back_admits() {
     let refusals = refusals.get();
     assert!(refusals > 100, "{refusals} refusals in all");
 }
+
+/// A list log (limit above 256) keeps a client's latest refused time as a marker at its end, not
+/// a unit: a packed log's quota reading that list (the quota crossed 256) counts its units
+/// alone and decides at the marker's time. 200 units at `t`, 100 refused at `t + 10 s` (the
+/// marker); then at 250 per minute, asked at `t + 5 s` (the client clock stepped back): 50 more
+/// pass, decided and recorded at `t + 10 s`, and the next unit is refused. Read as a unit, the
+/// marker would have refused the 50; the units at `t + 10 s` still count at `t + 65 s`.
+#[test]
+fn a_list_logs_latest_refused_time_is_a_marker_the_packed_log_reads() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = RedisServer::start();
+        let clock = ManualClock::new();
+        let at = |seconds: u64| Timestamp::from_nanos(BASE + seconds * SECOND);
+        let minute = Duration::from_secs(60);
+        let list = SlidingLog::new(Quota::new(257, minute).unwrap()).unwrap();
+        let packed = SlidingLog::new(Quota::new(250, minute).unwrap()).unwrap();
+        let list = client_time_limiter(&server, list, &clock, "cross:").await;
+        let packed = client_time_limiter(&server, packed, &clock, "cross:").await;
+        clock.set(at(0));
+        assert!(list.check_n("k", 200).await.unwrap().is_allowed());
+        clock.set(at(10));
+        assert!(!list.check_n("k", 100).await.unwrap().is_allowed());
+        clock.set(at(5));
+        let fifty = packed.check_n("k", 50).await.unwrap();
+        assert_eq!(fifty.decided_by, DecidedBy::Redis);
+        assert!(fifty.is_allowed(), "{fifty:?}");
+        // Recorded at t + 10 s: it leaves the window at t + 70 s, 65 s after now.
+        assert_eq!(fifty.decision.reset_after(), Duration::from_secs(65));
+        assert!(!packed.check("k").await.unwrap().is_allowed());
+        // At t + 65 s the 200 units of t have left; the 50 of t + 10 s have not.
+        clock.set(at(65));
+        assert!(packed.check_n("k", 200).await.unwrap().is_allowed());
+        assert!(!packed.check("k").await.unwrap().is_allowed());
+    });
+}

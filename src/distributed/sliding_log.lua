@@ -222,7 +222,9 @@ end
 local inside = (total - base) % wrap
 local reset = 0
 if inside > 0 then
-  reset = unit_time + w - now
+  -- A log whose only record holds no unit has none in the window (`inside` is 0): `unit_time`
+  -- is set wherever units are.
+  reset = (unit_time or newest) + w - now
 end
 local remaining = limit - inside
 if remaining < 0 then

@@ -206,7 +206,7 @@ end
 -- Refused on a client's time later than every entry: the list keeps that time as a marker at
 -- its end (over the one there, if any), so that later decisions are made at or after it. The
 -- key's TTL stays (when its newest unit leaves the window).
-if client and not moved and now > latest and not ARGV[2] then
+if client and not moved and latest and now > latest and not ARGV[2] then
   local text = format('%d.0', now)
   if marker then
     redis.call('LSET', key, '-1', text)
