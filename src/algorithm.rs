@@ -2,9 +2,11 @@
 //! algorithm, with no atomics and no clock.
 //!
 //! Every algorithm keeps its whole state in one `u64` whose bit layout its module documents,
-//! and every algorithm's fresh state (a limiter never used) is `0`. The atomic cell
-//! ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these functions inside a
-//! compare-and-swap loop; tests run them on plain integers.
+//! but a window whose limit does not fit one word beside its window index: its state then takes
+//! 128 bits ([`Algorithm::is_wide`], chosen at construction from the quota), and it is decided
+//! by the `_wide` methods. Every algorithm's fresh state (a limiter never used) is `0`. The
+//! atomic cell ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these
+//! functions inside a compare-and-swap loop; tests run them on plain integers.
 
 mod divisor;
 mod fixed_window;
@@ -28,15 +30,26 @@ use crate::{Decision, Timestamp};
 /// The state word of a limiter (or key) that has never admitted anything, for every algorithm.
 pub const FRESH_STATE: u64 = 0;
 
-/// A rate-limiting algorithm as a pure function over a packed 64-bit state.
+/// The 128-bit state of a limiter (or key) that has never admitted anything, for every
+/// algorithm whose state is [wide](Algorithm::is_wide).
+pub const FRESH_WIDE_STATE: u128 = 0;
+
+/// A rate-limiting algorithm as a pure function over a packed 64-bit state (or, for a window
+/// whose limit does not fit one word, a 128-bit one: [`is_wide`](Self::is_wide)).
 ///
 /// # Contract
 /// - `decide` is pure: the same `(state, now, cost)` always gives the same transition.
-/// - A denied decision leaves the state unchanged (only admitted requests are counted), so a
-///   denial needs no write.
+/// - Only admitted requests are counted. A denied decision stores the state it was decided on,
+///   so it needs no write, with one exception: [`SlidingWindow`] stores its state moved forward
+///   to a later window than the stored one (the same counts, so a decision at a later time is
+///   unchanged), once per window.
+/// - A weightless request (`cost` 0) counts nothing and stores the state it was decided on.
 /// - `cost <= capacity()` is the caller's precondition (the limiters check it and return
 ///   [`CostTooLarge`](crate::CostTooLarge)); a larger cost is denied, never a panic.
-/// - Time may go backwards between calls; the algorithm must never admit more because of it.
+/// - Time may go backwards between calls; the algorithm must never admit more because of it:
+///   what it admits, replayed at the running maximum of the times its counted decisions (weight
+///   1 or more, admitted or refused) were made at, is admitted there too (`docs/design.md`,
+///   "Time that goes backwards").
 pub trait Algorithm: Send + Sync {
     /// The heaviest single request that can ever pass.
     fn capacity(&self) -> u64;
@@ -111,27 +124,135 @@ pub trait Algorithm: Send + Sync {
         let _ = end;
         self.refund(state, now, cost)
     }
+
+    /// Whether this configuration keeps its state in 128 bits, decided by the `_wide` methods:
+    /// a window whose limit does not fit one 64-bit word beside its window index
+    /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]). Chosen at
+    /// construction, from the quota; the limiters then hold a 128-bit cell instead of a 64-bit
+    /// one (the direct limiter a 16-byte atomic, the keyed table a slot with a short lock per
+    /// key: `docs/design.md`, "Wide states"). The default is `false`: every other algorithm's
+    /// state is one `u64`, and its `_wide` methods decide it in the low 64 bits.
+    ///
+    /// A wide configuration's 64-bit methods decide the state zero-extended to 128 bits (a
+    /// window index of 0) and return the low 64 bits of what they store: meaningful only for
+    /// such states; the limiters never call them for it.
+    fn is_wide(&self) -> bool {
+        false
+    }
+
+    /// [`decide`](Self::decide) on a 128-bit state: for a [wide](Self::is_wide) configuration,
+    /// its decision; for any other, `decide` on the low 64 bits (its states never set the
+    /// others). Its decisions never carry a delay: the limiters decide a wide state's
+    /// `check_n_within` with it (the contract of [`decide_within`](Self::decide_within) with
+    /// no wait).
+    fn decide_wide(&self, state: u128, now: Timestamp, cost: u64) -> Transition<u128> {
+        Transition::widened(self.decide(low_half(state), now, cost))
+    }
+
+    /// [`is_idle`](Self::is_idle) on a 128-bit state (see [`decide_wide`](Self::decide_wide)).
+    /// A wide configuration overrides it, as it does `decide_wide`.
+    fn is_idle_wide(&self, state: u128, now: Timestamp) -> bool {
+        self.is_idle(low_half(state), now)
+    }
+
+    /// [`is_reclaimable`](Self::is_reclaimable) on a 128-bit state (see
+    /// [`decide_wide`](Self::decide_wide)). Must imply `is_idle_wide`. The default is, for a
+    /// wide configuration, `is_idle_wide` (as `is_reclaimable`'s is `is_idle`), and for any
+    /// other `is_reclaimable` on the low 64 bits.
+    fn is_reclaimable_wide(&self, state: u128, now: Timestamp) -> bool {
+        match self.is_wide() {
+            true => self.is_idle_wide(state, now),
+            false => self.is_reclaimable(low_half(state), now),
+        }
+    }
+
+    /// [`reclaimable_in`](Self::reclaimable_in) on a 128-bit state (see
+    /// [`decide_wide`](Self::decide_wide)). The default is, for a wide configuration, the time
+    /// until the state is full again (a weightless decision's reset-after, as for
+    /// `reclaimable_in`), and for any other `reclaimable_in` on the low 64 bits.
+    fn reclaimable_in_wide(&self, state: u128, now: Timestamp) -> Duration {
+        match self.is_wide() {
+            true => self.decide_wide(state, now, 0).decision.reset_after(),
+            false => self.reclaimable_in(low_half(state), now),
+        }
+    }
+
+    /// [`decide`](Self::decide) as a limiter runs it: `wide(now, cost)` decides the request on
+    /// the limiter's 128-bit cell instead, and a [wide](Self::is_wide) configuration calls it
+    /// (and returns `state` unchanged, with its decision) where every other decides on `state`.
+    /// (`now` and `cost` are passed to it, not captured: a closure that captured them kept them
+    /// in memory on every decision.)
+    ///
+    /// The limiters reach the wide cell this way, through the window's own branch to its
+    /// general path (never taken by a 64-bit configuration's common decisions), rather than
+    /// through a branch of their own: a 64-bit decision runs the same instructions as without
+    /// wide states (`docs/design.md`, "Wide states"). Not for callers outside tollgate.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn decide_in_cells(
+        &self,
+        state: u64,
+        now: Timestamp,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> Transition
+    where
+        Self: Sized,
+    {
+        let _ = wide;
+        self.decide(state, now, cost)
+    }
 }
 
-/// The result of [`Algorithm::decide`]: the state to store and the answer to give.
+/// The low 64 bits of a 128-bit state: a 64-bit algorithm's whole state.
+#[inline(always)]
+pub(crate) const fn low_half(state: u128) -> u64 {
+    state as u64
+}
+
+/// The result of [`Algorithm::decide`] (and, with a `u128` state, of
+/// [`Algorithm::decide_wide`]): the state to store and the answer to give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transition {
-    /// The state after the decision (equal to the input state when denied).
-    pub state: u64,
+pub struct Transition<S = u64> {
+    /// The state after the decision: the input state when denied, but for a sliding window
+    /// moved forward to a later window (see [`Algorithm`]'s contract).
+    pub state: S,
     /// The answer.
     pub decision: Decision,
 }
 
-impl Transition {
-    /// A refusal, which keeps `state` as it is.
-    pub(crate) const fn refuse(state: u64, decision: Decision) -> Self {
+impl<S> Transition<S> {
+    /// A refusal, which counts nothing and stores `state`: the state it was decided on, or (the
+    /// sliding window) that state moved forward to a later window.
+    pub(crate) const fn refuse(state: S, decision: Decision) -> Self {
         Transition { state, decision }
     }
 
     /// The transition an out-of-line path returned as [`OutOfLine`] parts.
     #[inline(always)]
-    pub(crate) const fn from_out_of_line((state, decision): OutOfLine) -> Self {
+    pub(crate) fn from_out_of_line((state, decision): OutOfLine<S>) -> Self {
         Transition { state, decision }
+    }
+}
+
+impl Transition<u128> {
+    /// A 64-bit transition in a 128-bit state (its high half 0).
+    #[inline(always)]
+    pub(crate) const fn widened(narrow: Transition) -> Self {
+        Transition {
+            state: narrow.state as u128,
+            decision: narrow.decision,
+        }
+    }
+
+    /// The low 64 bits of this transition (a wide configuration's 64-bit methods: see
+    /// [`Algorithm::is_wide`]).
+    #[inline(always)]
+    pub(crate) const fn low_half(self) -> Transition {
+        Transition {
+            state: low_half(self.state),
+            decision: self.decision,
+        }
     }
 }
 
@@ -144,4 +265,4 @@ impl Transition {
 /// into the transition the inlined fast path builds. When the call wrote there, that one stack
 /// slot held every decision's transition, and each decision stored and reloaded its six words
 /// (callgrind, `direct/precise/tollgate_{sliding,fixed}_window/allowed`: 23 instructions of 120, 18 of 92).
-pub(crate) type OutOfLine = (u64, Decision);
+pub(crate) type OutOfLine<S = u64> = (S, Decision);

@@ -1,14 +1,15 @@
-//! The un-keyed limiter: one algorithm, one cache-padded state word, one clock.
+//! The un-keyed limiter: one algorithm, one cache-padded state word (128 bits for a wide
+//! state), one clock.
 
 use std::fmt;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::algorithm::{steps, Algorithm, FRESH_STATE};
+use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE, FRESH_WIDE_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU128, AtomicU64};
 use crate::time::duration_to_nanos_saturating;
 use crate::{cell, Decision, Timestamp};
 
@@ -17,7 +18,10 @@ use crate::{cell, Decision, Timestamp};
 ///
 /// Each decision reads the clock once and runs one compare-and-swap loop on one `AtomicU64`: no
 /// lock, no allocation. The word is padded to its own cache line so that neighbouring data never
-/// shares its line.
+/// shares its line. A window whose limit does not fit one word ([`Algorithm::is_wide`], chosen
+/// by the algorithm from its quota) keeps its state in a 128-bit atomic in the same line
+/// instead, with the same loop; the 64-bit path runs the same instructions whether or not that
+/// word is there (`docs/design.md`, "Wide states").
 ///
 /// ```
 /// use std::sync::Arc;
@@ -35,9 +39,18 @@ use crate::{cell, Decision, Timestamp};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DirectLimiter<A, C = PreciseClock> {
-    state: CachePadded<AtomicU64>,
+    state: CachePadded<Cells>,
     algorithm: A,
     clock: C,
+}
+
+/// A direct limiter's state: a 64-bit word, and a 128-bit one for a [wide](Algorithm::is_wide)
+/// state. The algorithm decides which one is used, at construction; the other stays fresh.
+/// Both share one cache line: only one of them is ever written.
+#[derive(Debug)]
+struct Cells {
+    narrow: AtomicU64,
+    wide: AtomicU128,
 }
 
 impl<A: Algorithm> DirectLimiter<A, PreciseClock> {
@@ -51,7 +64,10 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// A limiter reading `clock`.
     pub fn with_clock(algorithm: A, clock: C) -> Self {
         DirectLimiter {
-            state: CachePadded::new(AtomicU64::new(FRESH_STATE)),
+            state: CachePadded::new(Cells {
+                narrow: AtomicU64::new(FRESH_STATE),
+                wide: AtomicU128::new(FRESH_WIDE_STATE),
+            }),
             algorithm,
             clock,
         }
@@ -92,7 +108,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     #[inline]
     pub fn check_at(&self, now: Timestamp) -> Decision {
         // Every algorithm's capacity is at least 1.
-        cell::update(&self.state, |state| self.algorithm.decide(state, now, 1))
+        self.decide(now, 1)
     }
 
     /// [`check_n`](Self::check_n) at a time the caller supplies.
@@ -102,15 +118,13 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     #[inline]
     pub fn check_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        Ok(cell::update(&self.state, |state| {
-            self.algorithm.decide(state, now, cost)
-        }))
+        Ok(self.decide(now, cost))
     }
 
     /// [`peek`](Self::peek) at a time the caller supplies.
     #[inline]
     pub fn peek_at(&self, now: Timestamp) -> Decision {
-        self.algorithm.decide(cell::load(&self.state), now, 1).decision
+        self.peek_decision(now, 1)
     }
 
     /// [`peek_n`](Self::peek_n) at a time the caller supplies.
@@ -120,7 +134,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     #[inline]
     pub fn peek_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        Ok(self.algorithm.decide(cell::load(&self.state), now, cost).decision)
+        Ok(self.peek_decision(now, cost))
     }
 
     /// Gives back `cost` units admitted earlier and never used: the next request may take their
@@ -141,8 +155,12 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`refund_n`](Self::refund_n) at a time the caller supplies.
     #[inline]
     pub fn refund_n_at(&self, cost: u64, now: Timestamp) -> bool {
+        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        if self.algorithm.is_wide() {
+            return false;
+        }
         let mut gave_back = false;
-        let _ = cell::update(&self.state, |state| {
+        let _ = cell::update(&self.state.narrow, |state| {
             steps::refund(&self.algorithm, state, now, cost, &mut gave_back)
         });
         gave_back
@@ -167,9 +185,16 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`reset`](Self::reset), with "still limiting" judged at a time the caller supplies.
     pub fn reset_at(&self, now: Timestamp) -> bool {
         let mut limiting = false;
-        let _ = cell::update(&self.state, |state| {
-            steps::reset(&self.algorithm, state, now, &mut limiting)
-        });
+        if self.algorithm.is_wide() {
+            let _ = cell::update_wide(&self.state.wide, |state| {
+                limiting = !self.algorithm.is_idle_wide(state, now);
+                Transition::refuse(FRESH_WIDE_STATE, Decision::table_full(0))
+            });
+        } else {
+            let _ = cell::update(&self.state.narrow, |state| {
+                steps::reset(&self.algorithm, state, now, &mut limiting)
+            });
+        }
         limiting
     }
 
@@ -199,8 +224,12 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         now: Timestamp,
     ) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
+        if self.algorithm.is_wide() {
+            // A wide state's decisions never carry a delay: `decide_within` is `decide`.
+            return Ok(self.decide_wide(now, cost));
+        }
         let max_delay = duration_to_nanos_saturating(max_delay);
-        Ok(cell::update(&self.state, |state| {
+        Ok(cell::update(&self.state.narrow, |state| {
             self.algorithm.decide_within(state, now, cost, max_delay)
         }))
     }
@@ -265,8 +294,12 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
     #[inline]
     pub fn refund_slot_at(&self, cost: u64, end: Timestamp, now: Timestamp) -> bool {
+        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        if self.algorithm.is_wide() {
+            return false;
+        }
         let mut gave_back = false;
-        let _ = cell::update(&self.state, |state| {
+        let _ = cell::update(&self.state.narrow, |state| {
             let after = self.algorithm.refund_slot(state, now, cost, end);
             steps::given_back(state, after, &mut gave_back)
         });
@@ -288,14 +321,61 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         &self.clock
     }
 
-    /// The raw packed state word (for diagnostics and tests).
+    /// The raw packed state word (for diagnostics and tests); for a
+    /// [wide](Algorithm::is_wide) state, its low 64 bits ([`raw_state_wide`](Self::raw_state_wide)
+    /// gives it whole).
     pub fn raw_state(&self) -> u64 {
-        cell::load(&self.state)
+        match self.algorithm.is_wide() {
+            true => cell::load_wide(&self.state.wide) as u64,
+            false => cell::load(&self.state.narrow),
+        }
+    }
+
+    /// The raw packed state, 128 bits: a [wide](Algorithm::is_wide) state, or the 64-bit one
+    /// zero-extended (for diagnostics and tests).
+    pub fn raw_state_wide(&self) -> u128 {
+        match self.algorithm.is_wide() {
+            true => cell::load_wide(&self.state.wide),
+            false => u128::from(cell::load(&self.state.narrow)),
+        }
     }
 
     #[inline]
     fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
         CostTooLarge::check(cost, self.algorithm.capacity())
+    }
+
+    /// Decides and counts `cost` units at `now`: the CAS loop on the 64-bit word, which a wide
+    /// configuration's algorithm leaves for the 128-bit one from its general path (see
+    /// [`Algorithm::decide_in_cells`]).
+    #[inline(always)]
+    fn decide(&self, now: Timestamp, cost: u64) -> Decision {
+        cell::update(&self.state.narrow, |state| {
+            self.algorithm
+                .decide_in_cells(state, now, cost, |now, cost| self.decide_wide(now, cost))
+        })
+    }
+
+    /// What [`decide`](Self::decide) would answer, counting nothing.
+    #[inline(always)]
+    fn peek_decision(&self, now: Timestamp, cost: u64) -> Decision {
+        let state = cell::load(&self.state.narrow);
+        self.algorithm
+            .decide_in_cells(state, now, cost, |now, cost| self.peek_wide(now, cost))
+            .decision
+    }
+
+    /// [`decide`](Self::decide) on the 128-bit word.
+    fn decide_wide(&self, now: Timestamp, cost: u64) -> Decision {
+        cell::update_wide(&self.state.wide, |state| {
+            self.algorithm.decide_wide(state, now, cost)
+        })
+    }
+
+    /// [`peek_decision`](Self::peek_decision) on the 128-bit word.
+    fn peek_wide(&self, now: Timestamp, cost: u64) -> Decision {
+        let state = cell::load_wide(&self.state.wide);
+        self.algorithm.decide_wide(state, now, cost).decision
     }
 }
 
@@ -304,7 +384,11 @@ impl<A: fmt::Debug, C: fmt::Debug> fmt::Debug for DirectLimiter<A, C> {
         f.debug_struct("DirectLimiter")
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
-            .field("state", &cell::load(&self.state))
+            // The word in use: the other one stays fresh (0).
+            .field(
+                "state",
+                &(u128::from(cell::load(&self.state.narrow)) | cell::load_wide(&self.state.wide)),
+            )
             .finish()
     }
 }

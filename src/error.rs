@@ -27,11 +27,18 @@ pub enum QuotaError {
         /// The largest burst that fits with this rate.
         max: u64,
     },
-    /// The window's limit does not fit beside the window index in the packed 64-bit state.
+    /// The window's limit is more than its state counts, whatever the window: a sliding window
+    /// keeps its two counts in 32 bits each ([`SlidingWindow::MAX_LIMIT`], `u32::MAX`), a fixed
+    /// window its count in 63 ([`FixedWindow::MAX_LIMIT`], `2^63 - 1`). (Every smaller limit
+    /// works: one that does not fit one 64-bit word beside the window index takes a 128-bit
+    /// state.)
+    ///
+    /// [`SlidingWindow::MAX_LIMIT`]: crate::SlidingWindow::MAX_LIMIT
+    /// [`FixedWindow::MAX_LIMIT`]: crate::FixedWindow::MAX_LIMIT
     LimitTooLarge {
         /// The limit asked for.
         limit: u64,
-        /// The largest limit that fits for this window.
+        /// The largest limit the algorithm takes.
         max: u64,
         /// The window.
         window: Duration,
@@ -64,8 +71,10 @@ pub enum QuotaError {
         /// The longest interval a bucket runs at.
         max: Duration,
     },
-    /// The sliding window log keeps one 8-byte timestamp per unit of its limit, preallocated;
-    /// this limit would need more than it allows per log.
+    /// The sliding window log keeps one 8-byte timestamp per unit of its limit, allocated at
+    /// once (it is exact because it remembers every unit), so its limit is bounded by memory:
+    /// at most [`SlidingLog::MAX_LIMIT`](crate::SlidingLog::MAX_LIMIT), 2^24 units, 128 MiB per
+    /// log (through Redis, at most 65,536: one list entry per unit, pushed by one script).
     LogTooLarge {
         /// The limit asked for.
         limit: u64,
@@ -87,7 +96,8 @@ impl fmt::Display for QuotaError {
             ),
             QuotaError::LimitTooLarge { limit, max, window } => write!(
                 f,
-                "a limit of {limit} per {window:?} does not fit the packed state (at most {max} for this window)"
+                "a limit of {limit} per {window:?} is more than this window counts (at most {max}, whatever the \
+                 window: a sliding window keeps its counts in 32 bits, a fixed window in 63)"
             ),
             QuotaError::BurstNotSupported { algorithm } => write!(
                 f,
@@ -118,8 +128,9 @@ impl fmt::Display for QuotaError {
             ),
             QuotaError::LogTooLarge { limit, max } => write!(
                 f,
-                "a sliding window log of limit {limit} would preallocate 8 bytes per unit of its limit; \
-                 at most {max} (use a sliding window counter for larger limits)"
+                "a sliding window log of limit {limit} would allocate 8 bytes per unit of its limit at once \
+                 (it is exact because it keeps every unit's time): at most {max}, 128 MiB per log (through \
+                 Redis at most 65536); use a sliding window counter for larger limits"
             ),
         }
     }

@@ -3,8 +3,10 @@
 
 mod faults;
 pub(crate) mod layout;
+pub(crate) mod locked;
 mod shard;
 mod slot;
+mod wide;
 
 #[cfg(tollgate_loom)]
 pub use faults::Faults;
@@ -15,12 +17,15 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use layout::TableLayout;
+use locked::{slot_bytes, LockedShard, PerKey};
 use shard::{Entry, Shard};
 use slot::SLOT_BYTES;
+use wide::WideStates;
 
 use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
+use crate::sliding_log::LogFaults;
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 
@@ -59,6 +64,12 @@ pub enum WhenFull {
 /// Keys are hashed with ahash under a random seed chosen per limiter, so clients cannot aim their
 /// keys at one shard or one probe chain.
 ///
+/// A window whose limit does not fit one 64-bit word beside its window index keeps a 128-bit
+/// state per key ([`Algorithm::is_wide`]), which does not fit beside a key's tag in a 16-byte
+/// slot: its keys live in a table of 48-byte slots instead, each key's state behind a short lock
+/// (taken for one read-decide-write; new keys inserted under their shard's lock), with the same
+/// probing, reuse of idle keys and [`WhenFull`] policies (`docs/design.md`, "Wide states").
+///
 /// ```
 /// use std::net::IpAddr;
 /// use tollgate::{KeyedLimiter, ManualClock, TokenBucket};
@@ -75,22 +86,33 @@ pub enum WhenFull {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedLimiter<K: ?Sized, A, C = PreciseClock> {
+    /// The lock-free table of 16-byte slots; empty for a wide algorithm.
     shards: Box<[Shard]>,
+    /// The locked table of a [wide](Algorithm::is_wide) algorithm's 128-bit states; empty for
+    /// any other.
+    wide: Box<[LockedShard<u128>]>,
     layout: TableLayout,
     hasher: ahash::RandomState,
     algorithm: A,
     clock: C,
     when_full: WhenFull,
     capacity: usize,
+    /// Steps of the locked table's locking left out: loom's broken twins only.
+    #[cfg(tollgate_loom)]
+    locked_faults: LogFaults,
     key: PhantomData<fn(&K)>,
 }
 
 impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
-    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
-    /// when full.
+    /// A limiter on the [`PreciseClock`], refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (Whatever the keys in a table of at
+    /// most 512 slots; for larger ones, what the randomly seeded hash guarantees:
+    /// [`capacity`](Self::capacity).)
     ///
     /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
-    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// slots for every 7 keys; a [wide](Algorithm::is_wide) state's slot is 48 bytes, about 69
+    /// per key): check a configured capacity against the memory the process may
     /// use. A capacity the address space can hold but the machine cannot is not detected: with
     /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
     /// memory while the table is zeroed.
@@ -104,10 +126,15 @@ impl<K: Hash + ?Sized, A: Algorithm> KeyedLimiter<K, A, PreciseClock> {
 }
 
 impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
-    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    /// A limiter reading `clock`, refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (Whatever the keys in a table of at
+    /// most 512 slots; for larger ones, what the randomly seeded hash guarantees:
+    /// [`capacity`](Self::capacity).)
     ///
     /// The whole table is allocated and zeroed here, about 23 bytes per key (16 bytes a slot, 10
-    /// slots for every 7 keys): check a configured capacity against the memory the process may
+    /// slots for every 7 keys; a [wide](Algorithm::is_wide) state's slot is 48 bytes, about 69
+    /// per key): check a configured capacity against the memory the process may
     /// use. A capacity the address space can hold but the machine cannot is not detected: with
     /// the usual memory overcommit the allocation succeeds and the process is killed for lack of
     /// memory while the table is zeroed.
@@ -116,18 +143,34 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// [`CapacityError`] when `capacity` is zero, when the table would not fit in the address
     /// space, or when the allocator refuses it.
     pub fn with_clock(algorithm: A, capacity: usize, clock: C) -> Result<Self, CapacityError> {
-        let layout = TableLayout::for_capacity(capacity, SLOT_BYTES)?;
-        let shards = (0..layout.shards())
-            .map(|_| Shard::new(layout.slots_per_shard()).ok_or(CapacityError::TooLarge { capacity }))
-            .collect::<Result<Vec<_>, _>>()?;
+        let too_large = || CapacityError::TooLarge { capacity };
+        let (layout, shards, wide) = if algorithm.is_wide() {
+            let layout = TableLayout::for_capacity(capacity, slot_bytes::<u128>())?;
+            let wide = (0..layout.shards())
+                .map(|_| {
+                    LockedShard::new(layout.slots_per_shard(), || WideStates(&algorithm).unused())
+                        .ok_or_else(too_large)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (layout, Vec::new(), wide)
+        } else {
+            let layout = TableLayout::for_capacity(capacity, SLOT_BYTES)?;
+            let shards = (0..layout.shards())
+                .map(|_| Shard::new(layout.slots_per_shard()).ok_or_else(too_large))
+                .collect::<Result<Vec<_>, _>>()?;
+            (layout, shards, Vec::new())
+        };
         Ok(KeyedLimiter {
             shards: shards.into_boxed_slice(),
+            wide: wide.into_boxed_slice(),
             layout,
             hasher: ahash::RandomState::new(),
             algorithm,
             clock,
             when_full: WhenFull::default(),
             capacity,
+            #[cfg(tollgate_loom)]
+            locked_faults: LogFaults::NONE,
             key: PhantomData,
         })
     }
@@ -148,6 +191,17 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             shard.set_faults(faults);
         }
         self
+    }
+
+    /// The same limiter with steps of its locked table's locking left out (a wide algorithm's
+    /// table): loom's broken twins only.
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn with_locked_faults(self, locked_faults: LogFaults) -> Self {
+        KeyedLimiter {
+            locked_faults,
+            ..self
+        }
     }
 
     /// Decides one request of weight 1 for `key` now, and counts it if admitted.
@@ -227,7 +281,10 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`refund_n`](Self::refund_n) at a time the caller supplies.
     pub fn refund_n_at(&self, key: &K, cost: u64, now: Timestamp) -> bool {
-        let (shard, home, fingerprint) = self.locate(key);
+        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        let Some((shard, home, fingerprint)) = self.locate(key) else {
+            return false;
+        };
         // A key moved away mid-update (reclaimed, so idle) is looked up again; once absent it
         // has nothing outstanding.
         while let Some(found) = shard.find(fingerprint, home) {
@@ -259,7 +316,18 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`reset`](Self::reset), with "still being limited" judged at a time the caller supplies.
     pub fn reset_at(&self, key: &K, now: Timestamp) -> bool {
-        let (shard, home, fingerprint) = self.locate(key);
+        let Some((shard, home, fingerprint)) = self.locate(key) else {
+            return match self.locate_wide(key) {
+                Some((shard, home, fingerprint)) => shard.reset(
+                    &WideStates(&self.algorithm),
+                    fingerprint,
+                    home,
+                    now.as_nanos(),
+                    self.locked_faults(),
+                ),
+                None => false,
+            };
+        };
         // As in `refund_n_at`: a key moved away mid-update was reclaimed, so idle; it is looked
         // up again, and once absent there is nothing to forget.
         while let Some(found) = shard.find(fingerprint, home) {
@@ -334,7 +402,10 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
     pub fn refund_slot_at(&self, key: &K, cost: u64, end: Timestamp, now: Timestamp) -> bool {
-        let (shard, home, fingerprint) = self.locate(key);
+        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        let Some((shard, home, fingerprint)) = self.locate(key) else {
+            return false;
+        };
         // As `refund_n_at`: a key moved away mid-update is looked up again.
         while let Some(found) = shard.find(fingerprint, home) {
             let mut gave_back = false;
@@ -357,7 +428,9 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// gone than the table holds, `len()` stays near [`slots`](Self::slots): to count the keys
     /// still being limited, use [`active`](Self::active).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.live() as usize).sum()
+        let narrow: usize = self.shards.iter().map(|shard| shard.live() as usize).sum();
+        let wide: usize = self.wide.iter().map(|shard| shard.live() as usize).sum();
+        narrow + wide
     }
 
     /// Keys still being limited now: held keys whose state is not yet the same as a fresh key's
@@ -372,10 +445,18 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`active`](Self::active) at a time the caller supplies.
     pub fn active_at(&self, now: Timestamp) -> usize {
-        self.shards
+        let narrow: usize = self
+            .shards
             .iter()
             .map(|shard| shard.busy(|state| self.algorithm.is_idle(state, now)))
-            .sum()
+            .sum();
+        let states = WideStates(&self.algorithm);
+        let wide: usize = self
+            .wide
+            .iter()
+            .map(|shard| shard.busy(&states, now.as_nanos()))
+            .sum();
+        narrow + wide
     }
 
     /// Whether the table holds no key.
@@ -383,16 +464,27 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         self.len() == 0
     }
 
-    /// The number of keys the table was built for. It holds at least that many keys still being
-    /// limited (a key is stored within 512 slots of its home, and the table has 10 slots for every
-    /// 7 keys).
+    /// The number of keys the table was built for, as passed to [`new`](Self::new).
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots).
+    ///
+    /// A key is stored within 512 slots of its home, in its shard, and the table has 10 slots for
+    /// every 7 keys of capacity. So a table of at most 512 slots (a capacity up to 358) holds
+    /// `capacity` keys still being limited whatever they are. A larger one places keys by a hash
+    /// with a seed drawn for each limiter, which clients cannot aim at: it holds them unless that
+    /// seed puts far more of them in one shard, or in one run of 512 slots, than the load of 0.7
+    /// does on average (about `e^-33` for a key at that load; `tests/capacity.rs` fills tables for
+    /// 1 to 200,000 keys under many seeds, and every key finds room). Keys chosen by someone who
+    /// knew the seed could fill one home's 512 slots and be refused past them: `docs/design.md`,
+    /// "Capacity".
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// Slots in the table (16 bytes each).
+    /// Slots in the table (16 bytes each; 48 for a [wide](Algorithm::is_wide) state).
     pub fn slots(&self) -> usize {
-        self.shards.iter().map(Shard::len).sum()
+        self.shards.iter().map(Shard::len).sum::<usize>()
+            + self.wide.iter().map(LockedShard::len).sum::<usize>()
     }
 
     /// The algorithm and its parameters.
@@ -415,16 +507,40 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         CostTooLarge::check(cost, self.algorithm.capacity())
     }
 
-    /// The key's shard, home slot and fingerprint.
+    /// The key's shard, home slot and fingerprint; `None` for a [wide](Algorithm::is_wide)
+    /// algorithm, which has no 64-bit shard (its keys are in `wide`: [`locate_wide`]). Finding
+    /// that out is the bounds check indexing the shards makes anyway, so the 64-bit table's
+    /// decisions run the instructions they ran before there were wide states.
+    ///
+    /// [`locate_wide`]: Self::locate_wide
     #[inline]
-    fn locate(&self, key: &K) -> (&Shard, usize, u64) {
+    fn locate(&self, key: &K) -> Option<(&Shard, usize, u64)> {
         let hash = self.hasher.hash_one(key);
-        let shard = &self.shards[self.layout.shard(hash)];
-        (
+        let shard = self.shards.get(self.layout.shard(hash))?;
+        Some((
             shard,
             TableLayout::home(hash, shard.len()),
             TableLayout::fingerprint(hash),
-        )
+        ))
+    }
+
+    /// [`locate`](Self::locate) in the locked table of a wide algorithm; `None` for any other.
+    fn locate_wide(&self, key: &K) -> Option<(&LockedShard<u128>, usize, u64)> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.wide.get(self.layout.shard(hash))?;
+        Some((
+            shard,
+            TableLayout::home(hash, shard.len()),
+            TableLayout::fingerprint(hash),
+        ))
+    }
+
+    #[inline(always)]
+    fn locked_faults(&self) -> LogFaults {
+        #[cfg(tollgate_loom)]
+        return self.locked_faults;
+        #[cfg(not(tollgate_loom))]
+        LogFaults::NONE
     }
 
     /// The decision path: one lookup and one CAS loop, small enough to inline; everything
@@ -480,7 +596,10 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         max_delay: u64,
         decide: impl Fn(u64, Timestamp) -> Transition,
     ) -> (Decision, Timestamp) {
-        let (shard, home, fingerprint) = self.locate(key);
+        let Some((shard, home, fingerprint)) = self.locate(key) else {
+            let now = now();
+            return (self.decide_wide(key, now, cost), now);
+        };
         let now = now();
         if let Some(found) = shard.find(fingerprint, home) {
             if let Ok(decision) = shard.update(found, |state| decide(state, now)) {
@@ -529,10 +648,47 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         }
     }
 
+    /// [`decide`](Self::decide) for a [wide](Algorithm::is_wide) algorithm, in its locked
+    /// table: the key's state locked, decided and stored, a new key inserted under its shard's
+    /// insert lock. A wide state's decisions carry no delay, so a wait of any length fits.
+    #[cold]
+    #[inline(never)]
+    fn decide_wide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let states = WideStates(&self.algorithm);
+        let Some((shard, home, fingerprint)) = self.locate_wide(key) else {
+            // Never: an algorithm has one table or the other. A table without slots has no
+            // room.
+            return self.when_no_slot(now, cost);
+        };
+        let decided = shard.decide(
+            &states,
+            fingerprint,
+            home,
+            now.as_nanos(),
+            cost,
+            self.locked_faults(),
+        );
+        decided.unwrap_or_else(|| self.when_wide_table_full(shard, home, now, cost))
+    }
+
+    /// [`peek_decision`](Self::peek_decision) for a wide algorithm.
+    #[cold]
+    #[inline(never)]
+    fn peek_wide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let states = WideStates(&self.algorithm);
+        let Some((shard, home, fingerprint)) = self.locate_wide(key) else {
+            return self.when_no_slot(now, cost);
+        };
+        let peeked = shard.peek(&states, fingerprint, home, now.as_nanos(), cost);
+        peeked.unwrap_or_else(|| self.when_wide_table_full(shard, home, now, cost))
+    }
+
     /// What a decision would answer, the time read where [`decide_by`](Self::decide_by) reads
     /// it.
     fn peek_decision(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
-        let (shard, home, fingerprint) = self.locate(key);
+        let Some((shard, home, fingerprint)) = self.locate(key) else {
+            return self.peek_wide(key, now(), cost);
+        };
         let now = now();
         let found = shard.find(fingerprint, home);
         match found {
@@ -555,6 +711,32 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             WhenFull::Admit => Decision::untracked(self.algorithm.decide(FRESH_STATE, now, cost).decision),
         }
     }
+
+    /// [`when_table_full`](Self::when_table_full) in a wide algorithm's locked table.
+    #[cold]
+    fn when_wide_table_full(
+        &self,
+        shard: &LockedShard<u128>,
+        home: usize,
+        now: Timestamp,
+        cost: u64,
+    ) -> Decision {
+        let states = WideStates(&self.algorithm);
+        match self.when_full {
+            WhenFull::Refuse => Decision::table_full(shard.soonest_room(&states, home, now.as_nanos())),
+            WhenFull::Admit => Decision::untracked(states.fresh(now.as_nanos(), cost)),
+        }
+    }
+
+    /// The full-table policy's answer where a key has no slot to look for (see
+    /// [`decide_wide`](Self::decide_wide)): no room, and none to come.
+    #[cold]
+    fn when_no_slot(&self, now: Timestamp, cost: u64) -> Decision {
+        match self.when_full {
+            WhenFull::Refuse => Decision::table_full(u64::MAX),
+            WhenFull::Admit => Decision::untracked(WideStates(&self.algorithm).fresh(now.as_nanos(), cost)),
+        }
+    }
 }
 
 impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, A, C> {
@@ -563,7 +745,7 @@ impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, A, 
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
             .field("capacity", &self.capacity)
-            .field("shards", &self.shards.len())
+            .field("shards", &(self.shards.len() + self.wide.len()))
             .field("when_full", &self.when_full)
             .finish_non_exhaustive()
     }

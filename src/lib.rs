@@ -1,7 +1,9 @@
 //! Lock-free rate limiting: every admission is one clock read and one compare-and-swap, and
-//! every refusal one clock read and one load (it writes nothing), on one `AtomicU64` for a
+//! every refusal one clock read and one load (it writes nothing, but a sliding window's first in
+//! each new window), on one `AtomicU64` for a
 //! direct limiter and on the key's 16-byte slot for a keyed one (the exact sliding window log,
-//! which keeps a timestamp per unit, takes a short lock instead).
+//! which keeps a timestamp per unit, takes a short lock instead, and so does a keyed window whose
+//! limit needs a 128-bit state, which a direct limiter swaps with a 16-byte compare-and-swap).
 //!
 //! ```
 //! use tollgate::{DirectLimiter, Quota, TokenBucket};
@@ -21,7 +23,11 @@
 //!
 //! # Algorithms
 //! Each is a pure function over a packed 64-bit state ([`algorithm`]), run by a limiter inside
-//! one compare-and-swap loop:
+//! one compare-and-swap loop; a window whose limit does not fit one word beside its window index
+//! (a `50000/s` sliding window) takes a 128-bit state, chosen from the quota at construction
+//! ([`Algorithm::is_wide`](algorithm::Algorithm::is_wide)): a 16-byte compare-and-swap in a
+//! direct limiter, a short lock per key in a keyed one. Every limit up to `u32::MAX` works for
+//! both windows, at every window length:
 //!
 //! | algorithm | what it guarantees |
 //! |---|---|
@@ -46,10 +52,15 @@
 //! readings, lets a quota over a real span stretch by up to that lag); [`SystemClock`] reads the
 //! system time, for processes that must share one timeline (the other two drift from it by parts
 //! per million); [`ManualClock`] moves only when told. A clock may step backwards: no limiter
-//! panics, refills or admits more because of it. The buckets decide at the earlier time, so a
-//! step back can only refuse more (for up to about as long as the step); the windows stay in
-//! the window they stored; the sliding log decides as if the clock had stood still (a keyed
-//! limiter's forgotten keys aside: `docs/design.md`, "Time that goes backwards").
+//! panics or refills because of it, and none admits more: what a limiter admits, replayed on a
+//! clock that never goes back (the running maximum of the times its decisions of weight 1 or
+//! more were made at, refusals included), is admitted there too. The buckets decide at the
+//! earlier time, so a step back can only refuse more (for up to about as long as the step); the
+//! windows decide in the window of the latest such decision (a sliding window's refusal in a
+//! later window stores the window moved there); the sliding log decides at the latest such time,
+//! as if the clock had stood still. Weightless requests and peeks count nothing and move
+//! nothing. A keyed limiter's forgotten keys are the exception: `docs/design.md`, "Time that
+//! goes backwards".
 //!
 //! # Features
 //! None is on by default; the limiters above need none.

@@ -3,10 +3,13 @@
 //!
 //! - [`config`]: [`SlidingLog`], the validated limit and window;
 //! - [`ring`]: the timestamps of the newest admitted units, allocated once;
+//! - [`state`]: a log's whole state, its ring and the latest time a decision counted at;
 //! - [`decide`]: the pure decision over a ring, unit-tested on its own;
-//! - [`direct`] and [`keyed`] (with [`shard`]): the limiters, which run the decision under a
-//!   lock from `crate::sync` (loom's under `--cfg tollgate_loom`);
-//! - [`faults`]: steps of the locking that loom's broken twins leave out.
+//! - [`direct`] and [`keyed`]: the limiters, which run the decision under a lock from
+//!   `crate::sync` (loom's under `--cfg tollgate_loom`); the keyed one in the locked table
+//!   `crate::keyed::locked`, which [`per_key`] fits the log into;
+//! - [`faults`]: steps of the locking that loom's broken twins leave out (of the locked keyed
+//!   table's too).
 //!
 //! Why a lock and not a compare-and-swap: `docs/design.md`, "Sliding window log".
 
@@ -15,11 +18,16 @@ mod decide;
 mod direct;
 mod faults;
 mod keyed;
+mod per_key;
 mod ring;
-mod shard;
+mod state;
 
 pub use config::SlidingLog;
 pub use direct::LogLimiter;
 #[cfg(tollgate_loom)]
 pub use faults::LogFaults;
+#[cfg(not(tollgate_loom))]
+pub(crate) use faults::LogFaults;
 pub use keyed::KeyedLogLimiter;
+#[cfg(all(test, not(tollgate_loom)))]
+pub(crate) use state::LogState;

@@ -61,4 +61,4 @@ pub use sliding_log::{LogModel, LogOutcome, LogRequest, LOG_VIOLATION};
 #[cfg(tollgate_loom)]
 pub use subject::{Shipped, Subject};
 #[cfg(tollgate_loom)]
-pub use twins::{admit_by_cas, RacyLimiter, WritingDenialLimiter};
+pub use twins::{admit_by_cas, RacyLimiter, RacyWideLimiter, WritingDenialLimiter};

@@ -5,7 +5,7 @@ use std::fmt;
 
 use loom::sync::Arc;
 use loom::thread;
-use tollgate::algorithm::{Algorithm, FRESH_STATE};
+use tollgate::algorithm::{Algorithm, FRESH_WIDE_STATE};
 
 use crate::replay::{replay, sequential_outcomes};
 use crate::{Outcome, Request, Subject};
@@ -104,8 +104,8 @@ impl<A: Algorithm + Clone + fmt::Debug + 'static> Model<A> {
     }
 
     /// The state the setup leaves.
-    fn start_state(&self) -> u64 {
-        replay(&self.algorithm, FRESH_STATE, &self.setup)
+    fn start_state(&self) -> u128 {
+        replay(&self.algorithm, FRESH_WIDE_STATE, &self.setup)
     }
 
     /// One execution: set up, spawn the threads, join them, check the invariant.

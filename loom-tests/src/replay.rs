@@ -1,4 +1,5 @@
-//! The specification: every sequential order of a model's requests, replayed on a plain `u64`.
+//! The specification: every sequential order of a model's requests, replayed on a plain state:
+//! a `u128`, in which a 64-bit algorithm's state is the low half (`Algorithm::decide_wide`).
 
 use tollgate::algorithm::{Algorithm, Transition};
 use tollgate::{Decision, Timestamp};
@@ -38,8 +39,8 @@ impl Request {
 pub struct Outcome {
     /// `decisions[t][i]`: the answer to thread `t`'s `i`-th request.
     pub decisions: Vec<Vec<Decision>>,
-    /// The final raw state word.
-    pub state: u64,
+    /// The final raw state, 128 bits (a 64-bit state zero-extended).
+    pub state: u128,
 }
 
 impl Outcome {
@@ -50,17 +51,17 @@ impl Outcome {
 }
 
 /// The state after deciding `requests` one after the other from `state`.
-pub(crate) fn replay<A: Algorithm>(algorithm: &A, state: u64, requests: &[Request]) -> u64 {
-    requests
-        .iter()
-        .fold(state, |state, r| algorithm.decide(state, r.now, r.cost).state)
+pub(crate) fn replay<A: Algorithm>(algorithm: &A, state: u128, requests: &[Request]) -> u128 {
+    requests.iter().fold(state, |state, r| {
+        algorithm.decide_wide(state, r.now, r.cost).state
+    })
 }
 
 /// The distinct outcomes of every sequential order of `threads`' requests (every interleaving
 /// that keeps each thread's own order) started from `state`.
 pub(crate) fn sequential_outcomes<A: Algorithm>(
     algorithm: &A,
-    state: u64,
+    state: u128,
     threads: &[Vec<Request>],
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
@@ -74,7 +75,7 @@ pub(crate) fn sequential_outcomes<A: Algorithm>(
 fn interleave<A: Algorithm>(
     algorithm: &A,
     threads: &[Vec<Request>],
-    state: u64,
+    state: u128,
     decisions: &mut Vec<Vec<Decision>>,
     outcomes: &mut Vec<Outcome>,
 ) {
@@ -87,7 +88,7 @@ fn interleave<A: Algorithm>(
         let Transition {
             state: next,
             decision,
-        } = algorithm.decide(state, request.now, request.cost);
+        } = algorithm.decide_wide(state, request.now, request.cost);
         decisions[t].push(decision);
         interleave(algorithm, threads, next, decisions, outcomes);
         decisions[t].pop();

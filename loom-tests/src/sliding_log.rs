@@ -1,7 +1,9 @@
 //! The sliding log's models: a [`LogLimiter`] or a [`KeyedLogLimiter`] (whose locks, under
 //! `--cfg tollgate_loom`, are loom's `Mutex`es, and whose tags and counters are loom atomics),
 //! requests made before, in and after two or three threads, and the invariant that what the
-//! threads observed is what some sequential order of the same requests gives.
+//! threads observed is what some sequential order of the same requests gives. The same models
+//! run a [`KeyedLimiter`] of a wide window (`LogModel::keyed_wide`): its keys live in the same
+//! locked table as the keyed log's (`src/keyed/locked.rs`), with a 128-bit state per key.
 //!
 //! # The invariant
 //! In every execution loom explores, the outcome (every thread's decisions, the decisions of the
@@ -24,7 +26,8 @@ use std::sync::Mutex as StdMutex;
 use loom::sync::Arc;
 use loom::thread;
 use tollgate::{
-    Decision, KeyedLogLimiter, LogFaults, LogLimiter, ManualClock, SlidingLog, Timestamp, WhenFull,
+    Decision, KeyedLimiter, KeyedLogLimiter, LogFaults, LogLimiter, ManualClock, SlidingLog, SlidingWindow,
+    Timestamp, WhenFull,
 };
 
 use crate::deterministic_hashing;
@@ -80,15 +83,25 @@ impl LogOutcome {
 /// Which limiter a model runs.
 #[derive(Clone, Copy, Debug)]
 enum Form {
-    Direct,
-    Keyed { capacity: usize, when_full: WhenFull },
+    Direct(SlidingLog),
+    Keyed {
+        log: SlidingLog,
+        capacity: usize,
+        when_full: WhenFull,
+    },
+    /// A `KeyedLimiter` of a wide sliding window: the locked table.
+    KeyedWide {
+        window: SlidingWindow,
+        capacity: usize,
+    },
 }
 
-/// A limiter of either form, built inside a loom execution.
+/// A limiter of any form, built inside a loom execution.
 #[derive(Debug)]
 enum Limiter {
     Direct(LogLimiter<ManualClock>),
     Keyed(KeyedLogLimiter<u64, ManualClock>),
+    KeyedWide(KeyedLimiter<u64, SlidingWindow, ManualClock>),
 }
 
 impl Limiter {
@@ -96,6 +109,7 @@ impl Limiter {
         let result = match self {
             Limiter::Direct(limiter) => limiter.check_n_at(request.cost, request.now),
             Limiter::Keyed(limiter) => limiter.check_n_at(&request.key, request.cost, request.now),
+            Limiter::KeyedWide(limiter) => limiter.check_n_at(&request.key, request.cost, request.now),
         };
         result.expect("a model's requests fit the limit")
     }
@@ -104,14 +118,15 @@ impl Limiter {
         match self {
             Limiter::Direct(_) => 0,
             Limiter::Keyed(limiter) => limiter.len(),
+            Limiter::KeyedWide(limiter) => limiter.len(),
         }
     }
 }
 
-/// A sliding log model: the log, the limiter's form, and the requests (see the module docs).
+/// A sliding log model: the limiter's form (and its log or window), and the requests (see the
+/// module docs).
 #[derive(Clone, Debug)]
 pub struct LogModel {
-    log: SlidingLog,
     form: Form,
     setup: Vec<LogRequest>,
     threads: Vec<Vec<LogRequest>>,
@@ -121,23 +136,26 @@ pub struct LogModel {
 impl LogModel {
     /// A model of a [`LogLimiter`].
     pub fn direct(log: SlidingLog) -> LogModel {
-        LogModel::new(log, Form::Direct)
+        LogModel::new(Form::Direct(log))
     }
 
     /// A model of a [`KeyedLogLimiter`] for `capacity` keys, refusing new keys when full.
     pub fn keyed(log: SlidingLog, capacity: usize) -> LogModel {
-        LogModel::new(
+        LogModel::new(Form::Keyed {
             log,
-            Form::Keyed {
-                capacity,
-                when_full: WhenFull::Refuse,
-            },
-        )
+            capacity,
+            when_full: WhenFull::Refuse,
+        })
     }
 
-    fn new(log: SlidingLog, form: Form) -> LogModel {
+    /// A model of a [`KeyedLimiter`] of a wide sliding window (`window.is_wide()`) for
+    /// `capacity` keys, refusing new keys when full: its locked table.
+    pub fn keyed_wide(window: SlidingWindow, capacity: usize) -> LogModel {
+        LogModel::new(Form::KeyedWide { window, capacity })
+    }
+
+    fn new(form: Form) -> LogModel {
         LogModel {
-            log,
             form,
             setup: Vec::new(),
             threads: Vec::new(),
@@ -165,14 +183,23 @@ impl LogModel {
 
     fn fresh(&self, faults: LogFaults) -> Limiter {
         match self.form {
-            Form::Direct => {
-                Limiter::Direct(LogLimiter::with_clock(self.log, ManualClock::new()).with_faults(faults))
+            Form::Direct(log) => {
+                Limiter::Direct(LogLimiter::with_clock(log, ManualClock::new()).with_faults(faults))
             }
-            Form::Keyed { capacity, when_full } => Limiter::Keyed(
-                KeyedLogLimiter::with_clock(self.log, capacity, ManualClock::new())
+            Form::Keyed {
+                log,
+                capacity,
+                when_full,
+            } => Limiter::Keyed(
+                KeyedLogLimiter::with_clock(log, capacity, ManualClock::new())
                     .expect("a valid capacity")
                     .when_full(when_full)
                     .with_faults(faults),
+            ),
+            Form::KeyedWide { window, capacity } => Limiter::KeyedWide(
+                KeyedLimiter::with_clock(window, capacity, ManualClock::new())
+                    .expect("a valid capacity")
+                    .with_locked_faults(faults),
             ),
         }
     }

@@ -14,12 +14,14 @@ pub trait Subject<A>: Send + Sync + 'static {
     /// Decides `request` at its own timestamp, counting it if admitted.
     fn decide(&self, request: &Request) -> Decision;
 
-    /// The raw state word.
-    fn state_word(&self) -> u64;
+    /// The raw state, 128 bits (a 64-bit state zero-extended).
+    fn state_word(&self) -> u128;
 }
 
 /// The limiter that ships: tollgate's [`DirectLimiter`], whose state word is a loom `AtomicU64`
-/// under `--cfg tollgate_loom`. The clock is never read (every request brings its timestamp).
+/// under `--cfg tollgate_loom` (and, for a wide state, tollgate's 128-bit word: a loom `Mutex`
+/// per word, `src/sync/loom_u128.rs`). The clock is never read (every request brings its
+/// timestamp).
 pub type Shipped<A> = DirectLimiter<A, ManualClock>;
 
 impl<A: Algorithm + 'static> Subject<A> for Shipped<A> {
@@ -36,7 +38,7 @@ impl<A: Algorithm + 'static> Subject<A> for Shipped<A> {
         }
     }
 
-    fn state_word(&self) -> u64 {
-        self.raw_state()
+    fn state_word(&self) -> u128 {
+        self.raw_state_wide()
     }
 }

@@ -5,7 +5,8 @@
 //! ordering.
 
 use loom::sync::atomic::{AtomicU64, Ordering};
-use tollgate::algorithm::{Algorithm, Transition, FRESH_STATE};
+use loom::sync::Mutex;
+use tollgate::algorithm::{Algorithm, Transition, FRESH_STATE, FRESH_WIDE_STATE};
 use tollgate::Decision;
 
 use crate::{Request, Subject};
@@ -36,8 +37,8 @@ impl<A: Algorithm + 'static> Subject<A> for RacyLimiter<A> {
         decision
     }
 
-    fn state_word(&self) -> u64 {
-        self.word.load(Ordering::SeqCst)
+    fn state_word(&self) -> u128 {
+        u128::from(self.word.load(Ordering::SeqCst))
     }
 }
 
@@ -75,8 +76,40 @@ impl<A: Algorithm + 'static> Subject<A> for WritingDenialLimiter<A> {
         }
     }
 
-    fn state_word(&self) -> u64 {
-        self.word.load(Ordering::SeqCst)
+    fn state_word(&self) -> u128 {
+        u128::from(self.word.load(Ordering::SeqCst))
+    }
+}
+
+/// A wide state's twin of [`RacyLimiter`]: loads the 128-bit state, decides
+/// ([`Algorithm::decide_wide`]), then stores the new state, as two steps on a loom `Mutex<u128>`
+/// (loom has no 128-bit atomic; the shipped one is a `Mutex<u128>` too under the cfg, each of its
+/// operations one step: a load, then a store, is the broken read-modify-write).
+#[derive(Debug)]
+pub struct RacyWideLimiter<A> {
+    word: Mutex<u128>,
+    algorithm: A,
+}
+
+impl<A: Algorithm + 'static> Subject<A> for RacyWideLimiter<A> {
+    fn fresh(algorithm: A) -> Self {
+        RacyWideLimiter {
+            word: Mutex::new(FRESH_WIDE_STATE),
+            algorithm,
+        }
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
+        let current = *self.word.lock().expect("no model panics holding it");
+        let Transition { state, decision } = self.algorithm.decide_wide(current, request.now, request.cost);
+        if state != current {
+            *self.word.lock().expect("no model panics holding it") = state;
+        }
+        decision
+    }
+
+    fn state_word(&self) -> u128 {
+        *self.word.lock().expect("no model panics holding it")
     }
 }
 

@@ -20,7 +20,7 @@ fn one_always_denied() -> Result<Model<TokenBucket>, Box<dyn std::error::Error>>
         .thread(&[Request::at(ms(0))]);
     for outcome in model.sequential_outcomes() {
         assert!(!outcome.decisions[0][0].is_allowed() && outcome.decisions[1][0].is_allowed());
-        assert_eq!(outcome.state, ms(2000).as_nanos());
+        assert_eq!(outcome.state, u128::from(ms(2000).as_nanos()));
     }
     Ok(model)
 }

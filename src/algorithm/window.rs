@@ -1,11 +1,9 @@
 //! Window arithmetic and the packing shared by the fixed and sliding window counters.
 
-use std::time::Duration;
-
 use super::divisor::Divisor;
-use crate::error::QuotaError;
 
-/// How a window algorithm's 64-bit state is split, derived from the window length.
+/// How a window algorithm's 64-bit state is split, derived from the window length, and the
+/// window arithmetic both layouts share.
 ///
 /// ```text
 ///  63                      count_bits * fields                    0
@@ -16,9 +14,9 @@ use crate::error::QuotaError;
 ///
 /// The index field is exactly as wide as the largest index a `u64` timestamp can produce
 /// (`u64::MAX / w`), so the absolute window index is stored without truncation and never wraps.
-/// Whatever is left is shared by the counters; a limit that does not fit is refused at
-/// construction with [`QuotaError::LimitTooLarge`]. For a 1-second window the index takes 35
-/// bits; for a 1-minute window, 29.
+/// Whatever is left is shared by the counters; a limit that does not fit them takes the 128-bit
+/// layout instead ([`WideLayout`]). For a 1-second window the index takes 35 bits; for a
+/// 1-minute window, 29.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WindowLayout {
     window: Divisor,
@@ -30,25 +28,22 @@ pub(crate) struct WindowLayout {
 }
 
 impl WindowLayout {
-    /// The layout for `fields` counters of a window of `window` ns holding up to `limit` each.
-    pub(crate) fn new(window: u64, limit: u64, fields: u32) -> Result<WindowLayout, QuotaError> {
+    /// The layout for `fields` counters of a window of `window` ns (at least 1).
+    pub(crate) fn new(window: u64, fields: u32) -> WindowLayout {
         let index_bits = u64::BITS - (u64::MAX / window).leading_zeros();
         let count_bits = (u64::BITS - index_bits) / fields;
-        let layout = WindowLayout {
+        WindowLayout {
             window: Divisor::new(window),
             count_bits,
             index_shift: fields * count_bits,
             // count_bits <= 63 because the index takes at least one bit.
             count_mask: (1 << count_bits) - 1,
-        };
-        if limit > layout.count_mask() {
-            return Err(QuotaError::LimitTooLarge {
-                limit,
-                max: layout.count_mask(),
-                window: Duration::from_nanos(window),
-            });
         }
-        Ok(layout)
+    }
+
+    /// Whether counters of up to `limit` fit this 64-bit layout.
+    pub(crate) const fn holds(&self, limit: u64) -> bool {
+        limit <= self.count_mask
     }
 
     pub(crate) const fn window(&self) -> u64 {
@@ -61,33 +56,6 @@ impl WindowLayout {
         self.window.divide(n)
     }
 
-    /// The largest value a counter field holds.
-    pub(crate) const fn count_mask(&self) -> u64 {
-        self.count_mask
-    }
-
-    /// Counter `field` (0 is the lowest) of a raw state.
-    #[inline]
-    pub(crate) const fn counter(&self, raw: u64, field: u32) -> u64 {
-        (raw >> (field * self.count_bits)) & self.count_mask
-    }
-
-    /// The window index of a raw state.
-    #[inline]
-    pub(crate) const fn index(&self, raw: u64) -> u64 {
-        raw >> self.index_shift
-    }
-
-    /// Packs an index and counters (lowest first). Counters must be `<= count_mask()`.
-    pub(crate) fn pack(&self, index: u64, counters: &[u64]) -> u64 {
-        let mut raw = index;
-        for &count in counters.iter().rev() {
-            debug_assert!(count <= self.count_mask());
-            raw = (raw << self.count_bits) | count;
-        }
-        raw
-    }
-
     /// The index of the window holding `now`.
     #[inline]
     pub(crate) const fn index_of(&self, now: u64) -> u64 {
@@ -98,6 +66,111 @@ impl WindowLayout {
     #[inline]
     pub(crate) const fn start_of(&self, index: u64) -> Option<u64> {
         index.checked_mul(self.window.get())
+    }
+}
+
+/// A window algorithm's state word: `u64` ([`WindowLayout`]) or `u128` ([`WideLayout`]).
+pub(crate) trait Word: Copy + Eq + std::ops::Add<Output = Self> + From<u64> {}
+
+impl Word for u64 {}
+
+impl Word for u128 {}
+
+/// How a window algorithm's counters and index are packed into its state word.
+pub(crate) trait Packing: Copy {
+    /// The state word.
+    type Word: Word;
+
+    /// The window index of a raw state.
+    fn index(&self, raw: Self::Word) -> u64;
+
+    /// Counter `field` (0 is the lowest) of a raw state.
+    fn counter(&self, raw: Self::Word, field: u32) -> u64;
+
+    /// Packs an index and counters (lowest first). Counters must be at most
+    /// [`count_mask`](Self::count_mask), the index at most the window of `u64::MAX`.
+    fn pack(&self, index: u64, counters: &[u64]) -> Self::Word;
+
+    /// The largest value a counter field holds.
+    fn count_mask(&self) -> u64;
+}
+
+impl Packing for WindowLayout {
+    type Word = u64;
+
+    #[inline(always)]
+    fn index(&self, raw: u64) -> u64 {
+        raw >> self.index_shift
+    }
+
+    #[inline(always)]
+    fn counter(&self, raw: u64, field: u32) -> u64 {
+        (raw >> (field * self.count_bits)) & self.count_mask
+    }
+
+    #[inline(always)]
+    fn pack(&self, index: u64, counters: &[u64]) -> u64 {
+        let mut raw = index;
+        for &count in counters.iter().rev() {
+            debug_assert!(count <= self.count_mask);
+            raw = (raw << self.count_bits) | count;
+        }
+        raw
+    }
+
+    fn count_mask(&self) -> u64 {
+        self.count_mask
+    }
+}
+
+/// The 128-bit layout of a window whose limit does not fit its 64-bit one: the window index in
+/// the high 64 bits (every index a `u64` timestamp produces fits), the `FIELDS` counters in the
+/// low 64: the sliding window's two counters 32 bits each, the fixed window's one 63 bits (so
+/// that a count plus a weight, each at most `2^63 - 1`, never overflows a `u64`).
+///
+/// ```text
+///  127                   64 63            32 31             0
+/// +-----------------------+----------------+----------------+
+/// | window index (now / w)| previous (32)  | current (32)   |   (sliding)
+/// +-----------------------+----------------+----------------+
+/// | window index (now / w)|0| count (63)                    |   (fixed)
+/// +-----------------------+---------------------------------+
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WideLayout<const FIELDS: u32>;
+
+impl<const FIELDS: u32> WideLayout<FIELDS> {
+    /// Bits per counter.
+    const COUNT_BITS: u32 = if FIELDS == 1 { 63 } else { u64::BITS / FIELDS };
+    /// The largest value a counter holds.
+    pub(crate) const COUNT_MASK: u64 = u64::MAX >> (u64::BITS - Self::COUNT_BITS);
+}
+
+impl<const FIELDS: u32> Packing for WideLayout<FIELDS> {
+    type Word = u128;
+
+    #[inline(always)]
+    fn index(&self, raw: u128) -> u64 {
+        (raw >> u64::BITS) as u64
+    }
+
+    #[inline(always)]
+    fn counter(&self, raw: u128, field: u32) -> u64 {
+        ((raw >> (field * Self::COUNT_BITS)) as u64) & Self::COUNT_MASK
+    }
+
+    #[inline(always)]
+    fn pack(&self, index: u64, counters: &[u64]) -> u128 {
+        let mut low = 0u128;
+        for (field, &count) in counters.iter().enumerate() {
+            debug_assert!(count <= Self::COUNT_MASK);
+            low |= u128::from(count) << (field as u32 * Self::COUNT_BITS);
+        }
+        (u128::from(index) << u64::BITS) | low
+    }
+
+    fn count_mask(&self) -> u64 {
+        Self::COUNT_MASK
     }
 }
 

@@ -9,9 +9,11 @@ use super::script::LuaScript;
 use crate::algorithm::Algorithm;
 use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 
-/// The largest span (a tolerance, a window, `limit * window`) a script may hold, in
-/// microseconds: 2^51, so that adding a time below [`MAX_TIME_MICROS`] stays below 2^53, the
-/// end of the integers a Lua number (a double) holds exactly.
+/// The largest span (a tolerance, a window) or count (a window's limit) a script may hold, in
+/// microseconds or units: 2^51, so that adding a time below [`MAX_TIME_MICROS`] stays below
+/// 2^53, the end of the integers a Lua number (a double) holds exactly. The sliding window's
+/// products of a count and a span, which pass it for large limits over long windows, are
+/// computed in two exact limbs (`sliding_window.lua`).
 pub(crate) const MAX_SPAN_MICROS: u64 = 1 << 51;
 
 /// Times at or after this many microseconds since the epoch (2^52, the year 2112) are refused.
@@ -148,12 +150,9 @@ impl RedisAlgorithm {
             }
             RedisAlgorithm::SlidingWindow(a) => {
                 let window = whole_micros(name, a.window())?;
-                let limit = at_most(
-                    name,
-                    "limit (limit * window)",
-                    a.limit(),
-                    MAX_SPAN_MICROS / window,
-                )?;
+                // Every limit a sliding window takes (`u32::MAX`) is below this: where `limit *
+                // w` passes 2^51 the script multiplies in two exact limbs.
+                let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
                 ("sw3", [window, limit], Reader::SlidingWindow(a))
             }
             RedisAlgorithm::SlidingLog(a) => {

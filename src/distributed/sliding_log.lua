@@ -15,7 +15,11 @@
 --          without them (`PSETEX`). A log then holds at most `limit + limit / 16` records
 --          (the previous rule, `limit + min(limit, 16)`, is still the bound when instances of
 --          both versions write a key). Scripts that drop them at every admission (the first
---          version of this encoding) read the same keys, and this one reads theirs.
+--          version of this encoding) read the same keys, and this one reads theirs. On a
+--          client's time the log may end with one record of no unit: the latest time a refusal
+--          was decided at, after the newest unit (scripts before it read it as a record of no
+--          unit, so they too decide at or after it; they may answer a reset-after from it, later
+--          than the newest unit's).
 -- KEYS[2]  the same client key's log in the other encoding: a list of admission times, one per
 --          unit (sliding_log_list.lua), written while the limit was above 256. Read only when
 --          KEYS[1] does not exist: its units in the window count here (the quota crossed 256),
@@ -34,7 +38,8 @@
 --          encoding's key) 32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining,
 --          retry_after_us, reset_after_us.
 local cost, w, limit, now
-if #ARGV[1] == 32 then
+local client = #ARGV[1] == 32
+if client then
   cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else
   cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
@@ -73,11 +78,16 @@ if not log and KEYS[2] then
       end
       return t
     end
+    -- A list written on a client's time may end with a marker, not a unit: the latest time a
+    -- refusal was decided at (sliding_log_list.lua), its time with a '.0'.
     local last = entry(-1)
+    if string.find(redis.call('LINDEX', other, '-1'), '.', 1, true) then
+      length = length - 1
+    end
     local at = math.max(last, now)
     local cutoff = at - w
     local expired = 0
-    if entry(0) <= cutoff then
+    if length > 0 and entry(0) <= cutoff then
       local low, high = 1, length
       while low < high do
         local middle = math.floor((low + high) / 2)
@@ -91,7 +101,7 @@ if not log and KEYS[2] then
     end
     local inside = length - expired
     if inside > 0 then
-      local reset = last + w - now
+      local reset = entry(length - 1) + w - now
       local remaining = math.max(limit - inside, 0)
       if cost == 0 then
         return struct.pack('<i8i8i8i8', 1, remaining, 0, reset)
@@ -109,13 +119,16 @@ if not log and KEYS[2] then
           if not t or t < 0 or t >= 9007199254740992 or t % 1 ~= 0 then
             return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
           end
-          if t ~= time then
-            if time then
-              records[#records + 1] = struct.pack('<i8I4', time, count)
+          -- The marker of the latest time holds no unit (`at` is at or after it).
+          if not string.find(text, '.', 1, true) then
+            if t ~= time then
+              if time then
+                records[#records + 1] = struct.pack('<i8I4', time, count)
+              end
+              time = t
             end
-            time = t
+            count = count + 1
           end
-          count = count + 1
         end
         if time ~= at then
           records[#records + 1] = struct.pack('<i8I4', time, count)
@@ -138,6 +151,12 @@ end
 -- there: it never admits more, and the records stay in time order.
 local at, records, expired, base, total, newest, oldest, first = now, 0, 0, 0, 0, nil, nil, nil
 local inside_time, inside_count
+-- `idle_tail`: the newest record holds no unit. A log decided on a client's time keeps there the
+-- latest time a refusal was decided at, so that a request stamped before it (a client clock
+-- that stepped back) is decided at that time, as on a clock that never goes back; `unit_time`
+-- is then the newest record that holds units. Only a client's time writes one: the server's
+-- clock is read, not sent, so its decisions take the newest record as the newest unit.
+local idle_tail, unit_time = false, nil
 -- `before`: the count before the first record (the trailer's), `base` the count before the
 -- first record still in the window.
 local before = 0
@@ -155,6 +174,17 @@ if log then
   end
   if newest > now then
     at = newest
+  end
+  unit_time = newest
+  if client then
+    -- Record `records - 1` (the count before the newest record, else the trailer's `before`).
+    local time, count = nil, before
+    if records > 1 then
+      time, count = read('<i8I4', log, #log - 39)
+    end
+    if count == total then
+      idle_tail, unit_time = true, time
+    end
   end
   -- Records at or before `at - w` have left the window: a prefix, usually short, found by
   -- galloping from the oldest record then bisecting. Each read takes a record's time and count,
@@ -192,7 +222,9 @@ end
 local inside = (total - base) % wrap
 local reset = 0
 if inside > 0 then
-  reset = newest + w - now
+  -- A log whose only record holds no unit has none in the window (`inside` is 0): `unit_time`
+  -- is set wherever units are.
+  reset = (unit_time or newest) + w - now
 end
 local remaining = limit - inside
 if remaining < 0 then
@@ -220,13 +252,24 @@ if cost <= remaining then
     if not log then
       redis.call('PSETEX', key, ttl, struct.pack('<i8I4I4I4i8', at, count, 0, count, at))
     elseif newest ~= at and expired > 0 and 16 * expired >= records - expired then
-      redis.call('PSETEX', key, ttl, string.sub(log, 12 * expired + 1, -17)
+      -- Without a record of no unit at the end: the request's own record comes after it.
+      local last = -17
+      if idle_tail then
+        last = -29
+      end
+      redis.call('PSETEX', key, ttl, string.sub(log, 12 * expired + 1, last)
         .. struct.pack('<i8I4I4I4i8', at, count, base, count, at))
     else
       if newest == at then
         redis.call('SETRANGE', key, string.format('%d', #log - 20), struct.pack('<I4I4I4i8', count, before, count, at))
       else
-        redis.call('SETRANGE', key, string.format('%d', #log - 16), struct.pack('<i8I4I4I4i8', at, count, before, count, at))
+        -- A record of no unit at the end (the latest refusal's time, before `at`) is written
+        -- over: at most one such record, always the newest.
+        local from = #log - 16
+        if idle_tail then
+          from = #log - 28
+        end
+        redis.call('SETRANGE', key, string.format('%d', from), struct.pack('<i8I4I4I4i8', at, count, before, count, at))
       end
       -- The key expires when its newest record leaves the window: it is then empty, as a fresh
       -- key.
@@ -240,6 +283,16 @@ if cost <= remaining then
     return reply
   end
   return struct.pack('<i8i8i8i8', 1, remaining - cost, 0, at + w - now)
+end
+-- Refused on a client's time later than every record: the log keeps that time as a record of no
+-- unit at its end (over the one there, if any), with the same counts, so that later decisions
+-- are made at or after it. The key's TTL stays (when its newest unit leaves the window).
+if client and log and now > newest and not ARGV[2] then
+  local from = #log - 16
+  if idle_tail then
+    from = #log - 28
+  end
+  redis.call('SETRANGE', key, string.format('%d', from), struct.pack('<i8I4I4I4i8', now, total, before, total, now))
 end
 -- Refused: the request passes once the oldest (inside + cost - limit) units in the window have
 -- left, that is when the first record whose count from `base` reaches that number leaves. It is

@@ -3,7 +3,10 @@
 -- script's O(log n) list calls). A request of weight n passes iff the units admitted in
 -- (now - w, now] plus n are at most limit. Weight 0 always passes and is not recorded.
 -- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
---          (so at most `limit` entries once the expired ones are dropped).
+--          (so at most `limit` entries once the expired ones are dropped). On a client's time it
+--          may end with one marker, not a unit: the latest time a refusal was decided at, after
+--          every unit, written with a '.0' (scripts before it read it as a unit at that time:
+--          stricter, never looser).
 -- KEYS[2]  the same client key's log in the other encoding: one packed string
 --          (sliding_log.lua), written while the limit was at most 256. Read only when KEYS[1]
 --          does not exist: its units in the window count here (the quota crossed 256), and an
@@ -15,7 +18,8 @@
 -- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining, retry_after_us,
 --          reset_after_us.
 local cost, w, limit, now
-if #ARGV[1] == 32 then
+local client = #ARGV[1] == 32
+if client then
   cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else
   cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
@@ -37,6 +41,8 @@ local format = string.format
 -- any size its encoding holds is read at the cost of its records).
 local moved = nil
 local length = 0
+-- `latest`: the newest entry's time, or the marker's; `marker`: the list ends with one.
+local latest, marker = nil, false
 local function entry(at)
   if moved then
     if at < 0 then
@@ -86,6 +92,9 @@ if length == 0 and KEYS[2] then
     if oldest < 0 or newest >= 9007199254740992 or oldest > newest then
       return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
     end
+    -- Its newest record may hold no unit (the latest time a refusal was decided at): decided at
+    -- or after it all the same.
+    latest = newest
     -- Only the units still in the window matter (the packed log's own window may have been
     -- shorter: then more than 256 of them).
     local cutoff = math.max(newest, now) - w
@@ -102,11 +111,24 @@ if length == 0 and KEYS[2] then
     end
   end
 end
--- A clock that went back decides at the newest entry's time, as if it had stood still there:
--- it never admits more, and the entries stay in time order.
+-- A clock that went back decides at the newest entry's time (or the marker's), as if it had
+-- stood still there: it admits only what a clock that never goes back admits, and the entries
+-- stay in time order. The newest entry is read as text, to tell a marker from a unit.
+if length > 0 and not moved then
+  local text = redis.call('LINDEX', key, '-1')
+  latest = tonumber(text)
+  if not latest or latest < 0 or latest >= 9007199254740992 or latest % 1 ~= 0 then
+    return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding log')
+  end
+  if string.find(text, '.', 1, true) then
+    marker, length = true, length - 1
+  end
+elseif length > 0 then
+  latest = math.max(latest, entry(-1))
+end
 local at = now
-if length > 0 then
-  at = math.max(entry(-1), now)
+if latest then
+  at = math.max(latest, now)
 end
 -- Entries at or before `at - w` have left the window; find how many, by bisection.
 local cutoff = at - w
@@ -126,7 +148,7 @@ end
 local inside = length - expired
 local reset = 0
 if inside > 0 then
-  reset = entry(-1) + w - now
+  reset = entry(length - 1) + w - now
 end
 if cost == 0 then
   return struct.pack('<i8i8i8i8', 1, math.max(limit - inside, 0), 0, reset)
@@ -154,8 +176,14 @@ if inside + cost <= limit then
         redis.call('RPUSH', key, unpack(pending, 1, count))
       end
       redis.call('DEL', KEYS[2])
-    elseif expired > 0 then
-      redis.call('LTRIM', key, format('%d', expired), '-1')
+    else
+      if marker then
+        -- The request's units come at or after the marker's time: they take its place.
+        redis.call('RPOP', key)
+      end
+      if expired > 0 then
+        redis.call('LTRIM', key, format('%d', expired), '-1')
+      end
     end
     local batch = {}
     local text = format('%d', at)
@@ -174,6 +202,17 @@ if inside + cost <= limit then
     redis.call('PEXPIRE', key, format('%d', math.ceil((at + w - now) / 1000)))
   end
   return struct.pack('<i8i8i8i8', 1, limit - inside - cost, 0, at + w - now)
+end
+-- Refused on a client's time later than every entry: the list keeps that time as a marker at
+-- its end (over the one there, if any), so that later decisions are made at or after it. The
+-- key's TTL stays (when its newest unit leaves the window).
+if client and not moved and latest and now > latest and not ARGV[2] then
+  local text = format('%d.0', now)
+  if marker then
+    redis.call('LSET', key, '-1', text)
+  else
+    redis.call('RPUSH', key, text)
+  end
 end
 -- Refused: the request passes once the oldest (inside + cost - limit) entries have left.
 local blocking = entry(expired + inside + cost - limit - 1)

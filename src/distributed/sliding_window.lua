@@ -1,5 +1,9 @@
 -- tollgate: sliding window counter, in exact integers. A request of weight n at e microseconds
 -- into window `index` passes iff  previous * (w - e) + (current + n) * w <= limit * w.
+-- A limit is at most 2^51 and a window at most 2^51 microseconds (checked by the client): where
+-- `limit * w` and the counts times `w` stay within 2^51, the products are doubles, exact below
+-- 2^53; past that (a large limit over a long window: `4294967295/d` is 3.7e20 microsecond-units)
+-- each product is two exact limbs (`product`).
 -- KEYS[1]  the window, the previous window's count, its own count and the window's length, as
 --          32 bytes (struct '<i8i8i8i8': index, previous, current, w in microseconds). The
 --          length makes a state written under another window (the quota changed) readable: its
@@ -13,7 +17,8 @@
 --          request), start of the window minus now (microseconds; positive only if the clock
 --          went back).
 local cost, w, limit, now
-if #ARGV[1] == 32 then
+local client = #ARGV[1] == 32
+if client then
   cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else
   cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
@@ -36,13 +41,12 @@ if stored then
   -- A number past 2^53 is no state of ours (foreign text decodes far above it); a window is at
   -- most 2^51 microseconds (checked at construction) and starts before 2^52 microseconds (times
   -- are refused past it). A count may exceed this limit (the quota was lowered since it was
-  -- written: it then refuses, as a full window does) but not 2^51 / w, the most any valid quota
-  -- with its window counts, which keeps every product below exactly representable integers.
+  -- written: it then refuses, as a full window does) but not 2^52: a limit is at most 2^51, and
+  -- a state carried across a change of window holds at most two such counts in one.
   if not sw or sw <= 0 or sw > 2251799813685248 or i < 0 or i * sw >= 4503599627370496 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding window state')
   end
-  local most = math.floor(2251799813685248 / sw)
-  if p < 0 or p > most or c < 0 or c > most then
+  if p < 0 or p > 4503599627370496 or c < 0 or c > 4503599627370496 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a sliding window state')
   end
   if sw == w then
@@ -73,14 +77,10 @@ if stored then
         previous = previous + span[2]
       end
     end
-    -- Past 2^51 / w units a count refuses every request whatever its exact value, once moved to
-    -- the current window (which weighs at least as much): every product stays below 2^53.
-    local most_here = math.floor(2251799813685248 / w)
-    if previous > most_here then
-      previous, current = most_here, most_here
-    elseif current > most_here then
-      current = most_here
-    end
+    -- Two counts carried into one are at most 2^53; past 2^52 (twice any limit a script takes)
+    -- they are held at 2^52, which `product` multiplies exactly.
+    previous = math.min(previous, 4503599627370496)
+    current = math.min(current, 4503599627370496)
     converted = previous + current > 0
   end
 end
@@ -89,8 +89,38 @@ local elapsed = now - start
 if elapsed < 0 then
   elapsed = 0
 end
-if cost > 0 and previous * (w - elapsed) + (current + cost) * w > limit * w then
-  if converted and not ARGV[2] then
+-- `a * b` for integers 0 <= a < 2^53 and 0 <= b < 2^52, exactly, as `high * 2^52 + low` with
+-- `0 <= low < 2^52`: 26-bit halves, whose products are below 2^53, and the carries between them.
+local function product(a, b)
+  local ah, al = math.floor(a / 67108864), a % 67108864
+  local bh, bl = math.floor(b / 67108864), b % 67108864
+  local cross, other = ah * bl, al * bh
+  local low = al * bl + (cross % 67108864) * 67108864
+  local high = ah * bh + math.floor(cross / 67108864) + math.floor(low / 4503599627370496)
+  low = low % 4503599627370496 + (other % 67108864) * 67108864
+  high = high + math.floor(other / 67108864) + math.floor(low / 4503599627370496)
+  return high, low % 4503599627370496
+end
+local function refuses()
+  if limit * w <= 2251799813685248 and previous * w <= 2251799813685248 and current * w <= 2251799813685248 then
+    -- Each product at most 2^51 (`cost <= limit`): the sum is below 2^53.
+    return previous * (w - elapsed) + (current + cost) * w > limit * w
+  end
+  local ph, pl = product(previous, w - elapsed)
+  local ch, cl = product(current + cost, w)
+  local lh, ll = product(limit, w)
+  local sl = pl + cl
+  local sh = ph + ch + math.floor(sl / 4503599627370496)
+  sl = sl % 4503599627370496
+  return sh > lh or (sh == lh and sl > ll)
+end
+if cost > 0 and refuses() then
+  -- A refusal on a client's time in a later window than the stored one stores the state moved
+  -- to this window (the same counts), once per window: a request stamped earlier (a client clock
+  -- that stepped back) is then decided in this window, at its start, as on a clock that never
+  -- goes back, and not in the stored one (docs/distributed.md, "Time"). The server's clock is
+  -- read, not sent: its refusals write nothing.
+  if (converted or (client and stored and not same)) and not ARGV[2] then
     redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)),
       struct.pack('<i8i8i8i8', index, previous, current, w))
   end

@@ -694,6 +694,32 @@ mod tests {
         assert_eq!(charged, Ok(true), "the insert waited on another key's claim");
     }
 
+    /// Keys whose hashes all name one home (what a client that knew the hash seed could send): a
+    /// key is stored within 512 slots of its home, so a shard of at most 512 slots holds as many
+    /// such keys as it has slots, and a larger one 512 of them, with its other slots free for
+    /// keys homed elsewhere. What a table's `capacity` can promise against chosen hashes:
+    /// `docs/design.md`, "Capacity".
+    #[test]
+    fn keys_of_one_home_fill_a_small_shard_and_512_slots_of_a_large_one() {
+        for len in [1, 10, 512] {
+            let shard = Shard::new(len).expect("memory");
+            for fingerprint in 0..len as u64 {
+                assert!(
+                    charge(&shard, fingerprint, 0, 1, 1_000),
+                    "{len} slots, key {fingerprint}"
+                );
+            }
+            assert!(!charge(&shard, len as u64, 0, 1, 1_000), "{len} slots: one more");
+            assert_eq!(shard.live(), len as u64);
+        }
+        let shard = Shard::new(1_024).expect("memory");
+        for fingerprint in 0..MAX_PROBE as u64 {
+            assert!(charge(&shard, fingerprint, 0, 1, 1_000), "key {fingerprint}");
+        }
+        assert!(!charge(&shard, 10_000, 0, 1, 1_000), "a 513th key of home 0");
+        assert!(charge(&shard, 10_001, 700, 1, 1_000), "a key of another home");
+    }
+
     /// Every member lies within its home's reach and is found from its home; returns the
     /// largest reach and the number of `Empty` slots.
     fn check_reaches(shard: &Shard, homes: &HashMap<u64, usize>) -> (usize, usize) {

@@ -37,7 +37,12 @@ pub struct SlidingLog {
 }
 
 impl SlidingLog {
-    /// The largest limit a log accepts: 2^24 units, 128 MiB of timestamps per log.
+    /// The largest limit a log accepts: 2^24 units, 128 MiB of timestamps per log. A log keeps
+    /// the time of every unit in its window, one 8-byte entry each, allocated at once (that is
+    /// what makes it exact, and what bounds it: by memory, not by a count's width). Through
+    /// Redis the bound is 65,536 (`tollgate::distributed::MAX_LOG_LIMIT`, feature `redis`: a
+    /// list entry per unit, pushed by one script). For larger limits use a
+    /// [`SlidingWindow`](crate::SlidingWindow) counter (up to `u32::MAX`).
     pub const MAX_LIMIT: u64 = 1 << 24;
 
     /// At most `quota.count()` units in any window of `quota.period()`.

@@ -5,7 +5,7 @@ use std::fmt;
 use crossbeam_utils::CachePadded;
 
 use super::faults::LogFaults;
-use super::ring::Ring;
+use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
@@ -38,7 +38,7 @@ use crate::{Decision, Timestamp};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LogLimiter<C = PreciseClock> {
-    ring: CachePadded<Mutex<Ring>>,
+    state: CachePadded<Mutex<LogState>>,
     log: SlidingLog,
     clock: C,
     #[cfg(tollgate_loom)]
@@ -56,7 +56,7 @@ impl<C: Clock> LogLimiter<C> {
     /// A limiter reading `clock`. Allocates the log's ring (8 bytes per unit of the limit).
     pub fn with_clock(log: SlidingLog, clock: C) -> Self {
         LogLimiter {
-            ring: CachePadded::new(Mutex::new(Ring::with_capacity(log.entries()))),
+            state: CachePadded::new(Mutex::new(LogState::with_capacity(log.entries()))),
             log,
             clock,
             #[cfg(tollgate_loom)]
@@ -122,7 +122,7 @@ impl<C: Clock> LogLimiter<C> {
     /// [`peek`](Self::peek) at a time the caller supplies.
     #[inline]
     pub fn peek_at(&self, now: Timestamp) -> Decision {
-        self.log.decide(&lock(&self.ring), now.as_nanos(), 1).decision
+        self.log.decide(&lock(&self.state), now.as_nanos(), 1).decision
     }
 
     /// [`peek_n`](Self::peek_n) at a time the caller supplies.
@@ -132,7 +132,7 @@ impl<C: Clock> LogLimiter<C> {
     #[inline]
     pub fn peek_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        Ok(self.log.decide(&lock(&self.ring), now.as_nanos(), cost).decision)
+        Ok(self.log.decide(&lock(&self.state), now.as_nanos(), cost).decision)
     }
 
     /// Forgets every admission recorded so far: the log is empty again, as a new limiter's.
@@ -144,10 +144,10 @@ impl<C: Clock> LogLimiter<C> {
 
     /// [`reset`](Self::reset), with "still limiting" judged at a time the caller supplies.
     pub fn reset_at(&self, now: Timestamp) -> bool {
-        let mut ring = lock(&self.ring);
-        let limiting = !self.log.is_idle(&ring, now.as_nanos());
+        let mut state = lock(&self.state);
+        let limiting = !self.log.is_idle(&state, now.as_nanos());
         // Empty, not only idle: a clock that later reads earlier than `now` finds nothing either.
-        ring.clear();
+        state.clear();
         limiting
     }
 
@@ -182,15 +182,13 @@ impl<C: Clock> LogLimiter<C> {
     /// The critical section: decide and record under one lock.
     #[inline]
     fn decide(&self, now: u64, cost: u64) -> Decision {
-        let mut ring = lock(&self.ring);
-        let verdict = self.log.decide(&ring, now, cost);
-        if let Some(at) = verdict.record_at {
-            if self.faults().unlocks_before_record() {
-                drop(ring);
-                ring = lock(&self.ring);
-            }
-            ring.record(at, cost, self.log.window);
+        let mut state = lock(&self.state);
+        let verdict = self.log.decide(&state, now, cost);
+        if verdict.record && self.faults().unlocks_before_record() {
+            drop(state);
+            state = lock(&self.state);
         }
+        state.apply(&verdict, cost, self.log.window);
         verdict.decision
     }
 }
@@ -198,7 +196,7 @@ impl<C: Clock> LogLimiter<C> {
 impl<C: fmt::Debug> fmt::Debug for LogLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Read under the lock, written without it: the formatter's sink is the caller's code.
-        let recorded = lock(&self.ring).len();
+        let recorded = lock(&self.state).ring.len();
         f.debug_struct("LogLimiter")
             .field("log", &self.log)
             .field("clock", &self.clock)

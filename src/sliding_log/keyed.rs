@@ -5,12 +5,12 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 
 use super::faults::LogFaults;
-use super::ring::Ring;
-use super::shard::LogShard;
+use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::keyed::layout::TableLayout;
+use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
 use crate::{Decision, Timestamp, WhenFull};
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
@@ -44,7 +44,7 @@ use crate::{Decision, Timestamp, WhenFull};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
-    shards: Box<[LogShard]>,
+    shards: Box<[LockedShard<LogState>]>,
     layout: TableLayout,
     hasher: ahash::RandomState,
     log: SlidingLog,
@@ -57,8 +57,9 @@ pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
 }
 
 impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
-    /// A limiter for up to `capacity` keys at once, on the [`PreciseClock`], refusing new keys
-    /// when full.
+    /// A limiter on the [`PreciseClock`], refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
     ///
     /// The slots are allocated here and each slot's log when the slot is first used, so memory
     /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
@@ -77,11 +78,13 @@ impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
 fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
     log.entries()
         .checked_mul(8)
-        .and_then(|ring| ring.checked_add(std::mem::size_of::<Ring>() + 16))
+        .and_then(|ring| ring.checked_add(slot_bytes::<LogState>()))
 }
 
 impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
-    /// A limiter for up to `capacity` keys at once, reading `clock`, refusing new keys when full.
+    /// A limiter reading `clock`, refusing new keys when full.
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
     ///
     /// The slots are allocated here and each slot's log when the slot is first used, so memory
     /// grows up to [`max_memory`](Self::max_memory): check that against the memory the process
@@ -97,7 +100,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         let layout = TableLayout::for_capacity(capacity, slot_bytes)?;
         let shards = (0..layout.shards())
             .map(|_| {
-                LogShard::new(layout.slots_per_shard(), log.entries())
+                LockedShard::new(layout.slots_per_shard(), || log.unused())
                     .ok_or(CapacityError::TooLarge { capacity })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -235,14 +238,18 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         self.len() == 0
     }
 
-    /// The number of keys the table was built for.
+    /// The number of keys the table was built for, as passed to [`new`](Self::new).
+    /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
+    /// their slots are needed, up to [`slots`](Self::slots). Guaranteed as for
+    /// [`KeyedLimiter::capacity`](crate::KeyedLimiter::capacity): whatever the keys in a table of
+    /// at most 512 slots, as the hash's random seed allows in a larger one.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
     /// Slots in the table (each with a log of the limit once used).
     pub fn slots(&self) -> usize {
-        self.shards.iter().map(LogShard::len).sum()
+        self.shards.iter().map(LockedShard::len).sum()
     }
 
     /// The most memory the table can come to, in bytes: every slot with its log allocated (8
@@ -253,9 +260,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     pub fn max_memory(&self) -> usize {
         // Computed at construction without overflow, with this very log.
         max_slot_bytes(&self.log).map_or(usize::MAX, |bytes| {
-            bytes
-                .saturating_mul(self.slots())
-                .saturating_add(self.shards.len().saturating_mul(std::mem::size_of::<LogShard>()))
+            bytes.saturating_mul(self.slots()).saturating_add(
+                self.shards
+                    .len()
+                    .saturating_mul(std::mem::size_of::<LockedShard<LogState>>()),
+            )
         })
     }
 
@@ -289,7 +298,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
 
     /// The key's shard, home slot and fingerprint, as `KeyedLimiter` computes them.
     #[inline]
-    fn locate(&self, key: &K) -> (&LogShard, usize, u64) {
+    fn locate(&self, key: &K) -> (&LockedShard<LogState>, usize, u64) {
         let hash = self.hasher.hash_one(key);
         let shard = &self.shards[self.layout.shard(hash)];
         (
@@ -315,14 +324,16 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     }
 
     #[cold]
-    fn when_table_full(&self, shard: &LogShard, home: usize, now: Timestamp, cost: u64) -> Decision {
+    fn when_table_full(
+        &self,
+        shard: &LockedShard<LogState>,
+        home: usize,
+        now: Timestamp,
+        cost: u64,
+    ) -> Decision {
         match self.when_full {
             WhenFull::Refuse => Decision::table_full(shard.soonest_room(&self.log, home, now.as_nanos())),
-            WhenFull::Admit => Decision::untracked(
-                self.log
-                    .decide(&Ring::unallocated(0), now.as_nanos(), cost)
-                    .decision,
-            ),
+            WhenFull::Admit => Decision::untracked(self.log.fresh(now.as_nanos(), cost)),
         }
     }
 }

@@ -26,13 +26,24 @@ pub(crate) struct Ring {
     entries: Vec<u64>,
     /// Where the next entry goes: one past the newest, wrapping at `capacity`.
     next: usize,
-    /// The most entries the ring holds: the log's limit.
-    capacity: usize,
+    /// The most entries the ring holds: the log's limit, at most `SlidingLog::MAX_LIMIT`
+    /// (2^24). A `u32`, as `expired`: with the latest time beside it, a keyed slot stays 64
+    /// bytes.
+    capacity: u32,
     /// How many of the oldest entries are out of the window of every decision to come: at
     /// least a window older than the newest entry, as [`record`](Ring::record) last found.
     /// Decisions are made at or after the newest entry, so the search for the window's first
     /// entry starts past them ([`count_in_window`](Ring::count_in_window)).
-    expired: usize,
+    expired: u32,
+}
+
+/// A position or count of entries in the ring: below its capacity, which fits a `u32`.
+const fn narrow(n: usize) -> u32 {
+    if n > u32::MAX as usize {
+        u32::MAX
+    } else {
+        n as u32
+    }
 }
 
 impl Ring {
@@ -41,7 +52,7 @@ impl Ring {
         Ring {
             entries: Vec::new(),
             next: 0,
-            capacity,
+            capacity: narrow(capacity),
             expired: 0,
         }
     }
@@ -51,7 +62,7 @@ impl Ring {
         Ring {
             entries: Vec::with_capacity(capacity),
             next: 0,
-            capacity,
+            capacity: narrow(capacity),
             expired: 0,
         }
     }
@@ -62,10 +73,10 @@ impl Ring {
     /// # Errors
     /// When the allocator refuses the memory; the ring is unchanged.
     pub(crate) fn reserve(&mut self) -> Result<(), TryReserveError> {
-        if self.entries.capacity() < self.capacity {
+        if self.entries.capacity() < self.capacity() {
             // `len <= capacity`, so this asks for room for exactly `capacity` entries in all.
             self.entries
-                .try_reserve_exact(self.capacity - self.entries.len())?;
+                .try_reserve_exact(self.capacity() - self.entries.len())?;
         }
         Ok(())
     }
@@ -75,6 +86,18 @@ impl Ring {
         self.entries.clear();
         self.next = 0;
         self.expired = 0;
+    }
+
+    /// The most entries the ring holds.
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// How many of the oldest entries are out of every window to come.
+    #[inline]
+    fn expired(&self) -> usize {
+        self.expired as usize
     }
 
     /// How many entries the ring holds (at most its capacity).
@@ -109,7 +132,7 @@ impl Ring {
     /// entries [`record`](Ring::record) found expired out of this window too.
     #[inline]
     pub(crate) fn count_in_window(&self, at: u64, window: u64) -> usize {
-        let from = self.expired;
+        let from = self.expired();
         // The usual case inline: the oldest entry not known to have left is still in.
         match self.entry_from_oldest(from) {
             Some(entry) if at - entry < window => self.len() - from,
@@ -177,9 +200,10 @@ impl Ring {
     #[inline]
     pub(crate) fn record(&mut self, at: u64, units: u64, window: u64) {
         let at = self.newest().map_or(at, |newest| newest.max(at));
-        let units = usize::try_from(units).unwrap_or(usize::MAX).min(self.capacity);
+        let capacity = self.capacity();
+        let units = usize::try_from(units).unwrap_or(usize::MAX).min(capacity);
         for _ in 0..units {
-            if self.entries.len() < self.capacity {
+            if self.entries.len() < capacity {
                 self.entries.push(at);
             } else {
                 self.entries[self.next] = at;
@@ -187,14 +211,14 @@ impl Ring {
                 self.expired = self.expired.saturating_sub(1);
             }
             self.next += 1;
-            if self.next == self.capacity {
+            if self.next == capacity {
                 self.next = 0;
             }
         }
         // Every later decision is made at or after `at`, the newest entry now (if one was
         // written: the decisions never record a weight of 0).
         if units > 0 {
-            self.expired = self.first_in_window(self.expired, at, window);
+            self.expired = narrow(self.first_in_window(self.expired(), at, window));
         }
     }
 
@@ -299,7 +323,7 @@ mod tests {
                     let expected = tail.iter().filter(|&&e| now - e < window).count();
                     prop_assert_eq!(ring.count_in_window(now, window), expected, "at {}", now);
                 }
-                prop_assert!(ring.expired <= ring.len());
+                prop_assert!(ring.expired() <= ring.len());
             }
         }
     }

@@ -285,16 +285,16 @@ fn an_interval_past_the_end_of_time_is_refused() {
 // LimitTooLarge and BurstNotSupported (both windows)
 // ---------------------------------------------------------------------------------------------
 
-/// A fixed window at its largest limit stores the count beside the window index without
-/// corrupting either, even in the very last window of representable time.
+/// A fixed window at `max` (the largest limit of its 64-bit state, or any above it in 128 bits)
+/// stores the count beside the window index without corrupting either, even in the very last
+/// window of representable time.
 fn fixed_window_holds(window: Duration, max: u64) {
     let w = window.as_nanos() as u64;
     let limiter = FixedWindow::new(Quota::new(max, window).unwrap()).unwrap();
-    assert_eq!(limiter.max_limit(), max);
     for now in [0, w - 1, u64::MAX / 2, u64::MAX] {
         let d = DirectLimiter::with_clock(limiter, ManualClock::starting_at(Timestamp::from_nanos(now)));
         assert!(d.check_n(max).unwrap().is_allowed());
-        let state = FixedWindowState::from_raw(d.raw_state());
+        let state = FixedWindowState::from_raw_wide(d.raw_state_wide());
         assert_eq!(state.index(&limiter), now / w, "window index at {now}");
         assert_eq!(state.count(&limiter), max, "count at {now}");
         assert!(!d.check().is_allowed());
@@ -304,11 +304,10 @@ fn fixed_window_holds(window: Duration, max: u64) {
 fn sliding_window_holds(window: Duration, max: u64) {
     let w = window.as_nanos() as u64;
     let limiter = SlidingWindow::new(Quota::new(max, window).unwrap()).unwrap();
-    assert_eq!(limiter.max_limit(), max);
     for now in [0, u64::MAX / 2, u64::MAX - w, u64::MAX] {
         let d = DirectLimiter::with_clock(limiter, ManualClock::starting_at(Timestamp::from_nanos(now)));
         assert!(d.check_n(max).unwrap().is_allowed());
-        let state = SlidingWindowState::from_raw(d.raw_state());
+        let state = SlidingWindowState::from_raw_wide(d.raw_state_wide());
         assert_eq!(
             (
                 state.index(&limiter),
@@ -325,7 +324,7 @@ fn sliding_window_holds(window: Duration, max: u64) {
         if let Some(half) = half {
             let admitted = d.check_n_at(max / 2, Timestamp::from_nanos(half)).unwrap();
             assert!(admitted.is_allowed(), "{admitted:?}");
-            let state = SlidingWindowState::from_raw(d.raw_state());
+            let state = SlidingWindowState::from_raw_wide(d.raw_state_wide());
             assert_eq!(
                 (
                     state.index(&limiter),
@@ -338,38 +337,61 @@ fn sliding_window_holds(window: Duration, max: u64) {
     }
 }
 
+/// Past the largest limit of the 64-bit state (the index takes 35 bits of a 1 s window's word:
+/// 29 bits of count for the fixed window, 14 per counter for the sliding window) the state takes
+/// 128 bits; past what those count, a typed error naming the largest.
 #[test]
 fn limit_too_large_reports_the_exact_max_for_one_second() {
-    // A 1 s window leaves 64 - 35 = 29 bits for the count (fixed), 14 per counter (sliding).
     let second = Duration::from_secs(1);
     let fixed_max = (1 << 29) - 1;
     let sliding_max = (1 << 14) - 1;
     assert_eq!(fixed_max, 536_870_911);
     assert_eq!(sliding_max, 16_383);
+    let fixed = FixedWindow::new(Quota::new(fixed_max, second).unwrap()).unwrap();
+    let sliding = SlidingWindow::new(Quota::new(sliding_max, second).unwrap()).unwrap();
+    assert_eq!((fixed.max_narrow_limit(), fixed.is_wide()), (fixed_max, false));
+    assert_eq!(
+        (sliding.max_narrow_limit(), sliding.is_wide()),
+        (sliding_max, false)
+    );
+    for (limit, wide) in [(fixed_max, false), (fixed_max + 1, true)] {
+        assert_eq!(
+            FixedWindow::new(Quota::new(limit, second).unwrap())
+                .unwrap()
+                .is_wide(),
+            wide
+        );
+        fixed_window_holds(second, limit);
+    }
+    for (limit, wide) in [
+        (sliding_max, false),
+        (sliding_max + 1, true),
+        (u64::from(u32::MAX), true),
+    ] {
+        assert_eq!(
+            SlidingWindow::new(Quota::new(limit, second).unwrap())
+                .unwrap()
+                .is_wide(),
+            wide
+        );
+        sliding_window_holds(second, limit);
+    }
 
     assert_eq!(
-        FixedWindow::new(Quota::new(fixed_max + 1, second).unwrap()),
+        SlidingWindow::new(Quota::new(1 << 32, second).unwrap()),
         Err(QuotaError::LimitTooLarge {
-            limit: fixed_max + 1,
-            max: fixed_max,
+            limit: 1 << 32,
+            max: u64::from(u32::MAX),
             window: second
         })
     );
-    assert_eq!(
-        SlidingWindow::new(Quota::new(sliding_max + 1, second).unwrap()),
-        Err(QuotaError::LimitTooLarge {
-            limit: sliding_max + 1,
-            max: sliding_max,
-            window: second
-        })
-    );
-    fixed_window_holds(second, fixed_max);
-    sliding_window_holds(second, sliding_max);
-
     let message = FixedWindow::new(Quota::new(u64::MAX, second).unwrap())
         .unwrap_err()
         .to_string();
-    assert_mentions(&message, &["18446744073709551615", "1s", "at most 536870911"]);
+    assert_mentions(
+        &message,
+        &["18446744073709551615", "1s", "at most 9223372036854775807"],
+    );
 }
 
 #[test]
@@ -379,50 +401,44 @@ fn limit_too_large_reports_the_exact_max_for_one_minute() {
     let fixed_max = (1 << 35) - 1;
     let sliding_max = (1 << 17) - 1;
     assert_eq!(
-        FixedWindow::new(Quota::new(fixed_max + 1, minute).unwrap()),
-        Err(QuotaError::LimitTooLarge {
-            limit: fixed_max + 1,
-            max: fixed_max,
-            window: minute
-        })
+        FixedWindow::new(Quota::new(fixed_max, minute).unwrap())
+            .unwrap()
+            .max_narrow_limit(),
+        fixed_max
     );
-    assert_eq!(
-        SlidingWindow::new(Quota::new(sliding_max + 1, minute).unwrap()),
-        Err(QuotaError::LimitTooLarge {
-            limit: sliding_max + 1,
-            max: sliding_max,
-            window: minute
-        })
-    );
+    assert!(FixedWindow::new(Quota::new(fixed_max + 1, minute).unwrap())
+        .unwrap()
+        .is_wide());
+    assert!(!SlidingWindow::new(Quota::new(sliding_max, minute).unwrap())
+        .unwrap()
+        .is_wide());
+    assert!(SlidingWindow::new(Quota::new(sliding_max + 1, minute).unwrap())
+        .unwrap()
+        .is_wide());
     fixed_window_holds(minute, fixed_max);
+    fixed_window_holds(minute, fixed_max + 1);
     sliding_window_holds(minute, sliding_max);
+    sliding_window_holds(minute, sliding_max + 1);
 
-    let message = SlidingWindow::new(quota("200000/min")).unwrap_err().to_string();
-    assert_mentions(&message, &["200000", "60s", "at most 131071"]);
+    let message = SlidingWindow::new(quota("4294967296/min"))
+        .unwrap_err()
+        .to_string();
+    assert_mentions(&message, &["4294967296", "60s", "at most 4294967295"]);
 }
 
+/// A window of 1 ns: its index alone takes all 64 bits of a word, so its counts live in the
+/// 128-bit state, whatever the limit.
 #[test]
-fn a_one_nanosecond_window_holds_no_count_at_all() {
-    // Its index alone takes all 64 bits: every limit is too large, and the error says `max: 0`.
+fn a_one_nanosecond_window_keeps_its_counts_in_the_wide_state() {
     let ns = Duration::from_nanos(1);
-    assert_eq!(
-        FixedWindow::new(Quota::new(1, ns).unwrap()),
-        Err(QuotaError::LimitTooLarge {
-            limit: 1,
-            max: 0,
-            window: ns
-        })
-    );
-    assert_eq!(
-        SlidingWindow::new(Quota::new(1, ns).unwrap()),
-        Err(QuotaError::LimitTooLarge {
-            limit: 1,
-            max: 0,
-            window: ns
-        })
-    );
-    let message = FixedWindow::new(quota("5/ns")).unwrap_err().to_string();
-    assert_mentions(&message, &["limit of 5", "1ns", "at most 0"]);
+    let fixed = FixedWindow::new(Quota::new(1, ns).unwrap()).unwrap();
+    let sliding = SlidingWindow::new(Quota::new(1, ns).unwrap()).unwrap();
+    assert_eq!((fixed.max_narrow_limit(), fixed.is_wide()), (0, true));
+    assert_eq!((sliding.max_narrow_limit(), sliding.is_wide()), (0, true));
+    fixed_window_holds(ns, 5);
+    let limiter = DirectLimiter::with_clock(sliding, ManualClock::starting_at(Timestamp::from_nanos(100)));
+    assert!(limiter.check().is_allowed());
+    assert!(!limiter.check().is_allowed());
 }
 
 #[test]

@@ -12,14 +12,18 @@ mod reference;
 
 mod allocations;
 mod bucket_properties;
+mod clock_steps;
 mod edges;
 mod errors;
+mod large_limits;
 mod properties_fixed_window;
 mod properties_leaky_bucket;
 mod properties_sliding_window;
 mod properties_token_bucket;
+mod properties_wide_windows;
 mod refund;
 mod reset;
 mod rounding;
 mod shaper_within;
 mod stress;
+mod wide_stress;

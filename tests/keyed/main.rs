@@ -8,5 +8,6 @@
 mod keyed_common;
 
 mod behaviour;
+mod capacity;
 mod properties_keyed_limiter;
 mod stress;

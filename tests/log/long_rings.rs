@@ -3,8 +3,8 @@
 //! 20, so the gallop from `expired` never crosses more than a few entries. Here limits up to 400,
 //! traces of up to 400 requests mostly a small step apart (so hundreds of entries leave the
 //! window between two decisions, or one at a time), clocks that step back, and `reset` (a
-//! `clear` of the ring): every decision is the plain list's, decided at the latest admission
-//! when the clock is behind it.
+//! `clear` of the ring): every decision is the plain list's, decided at the latest time a
+//! weighted request was decided at when the clock is behind it.
 
 use std::time::Duration;
 
@@ -27,6 +27,8 @@ proptest! {
         let log = SlidingLog::new(Quota::new(limit, Duration::from_nanos(window)).unwrap()).unwrap();
         let limiter = LogLimiter::with_clock(log, ManualClock::new());
         let mut model = SlidingLogModel::new(window, limit);
+        // The latest time a weighted request was decided at, admitted or refused.
+        let mut latest_counted = None;
         let mut now = start.at(window);
         for (i, op) in ops.iter().enumerate() {
             if i > 0 {
@@ -35,10 +37,14 @@ proptest! {
             if op.raw() % 97 == 0 {
                 limiter.reset_at(Timestamp::from_nanos(now));
                 model = SlidingLogModel::new(window, limit);
+                latest_counted = None;
             }
             // Mostly weight 1, so that the ring fills with distinct times.
             let cost = if op.raw() % 8 == 0 { op.cost(limit) } else { u64::from(op.raw() % 16 != 0) };
-            let at = model.latest().map_or(now, |latest| latest.max(now));
+            let at = latest_counted.map_or(now, |latest: u64| latest.max(now));
+            if cost > 0 {
+                latest_counted = Some(at);
+            }
             let got = Expected::of(&limiter.check_n_at(cost, Timestamp::from_nanos(now)).unwrap());
             let expected = model.decide(at, cost);
             let context = format!("request {i} at {now} (decided at {at}), weight {cost}, w {window}, limit {limit}");

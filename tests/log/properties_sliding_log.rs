@@ -86,8 +86,9 @@ proptest! {
     }
 
     /// With the clock stepping backwards as well, nothing panics, peek agrees with check, and the
-    /// limiter decides exactly as the list fed the latest admission's time whenever `now` is
-    /// before it (a clock that stood still): the same requests are admitted with the same
+    /// limiter decides exactly as the list fed the latest time a weighted request was decided at
+    /// (admitted or refused) whenever `now` is before it (a clock that stood still): the same
+    /// requests are admitted with the same
     /// `remaining`, and retry-after and reset-after point at the same instants, measured from the
     /// real, earlier, `now`. So no window of the recorded times ever holds more than the limit.
     #[test]
@@ -101,13 +102,18 @@ proptest! {
         let log = log(limit, window);
         let limiter = LogLimiter::with_clock(log, ManualClock::new());
         let mut model = SlidingLogModel::new(window, limit);
+        // The latest time a weighted request was decided at, admitted or refused.
+        let mut latest_counted = None;
         let mut now = if near_the_end { start.near_the_end(window) } else { start.at(window) };
         for (i, op) in ops.iter().enumerate() {
             if i > 0 {
                 now = op.any_direction(now, window);
             }
             let cost = op.cost(limit);
-            let at = model.latest().map_or(now, |latest| latest.max(now));
+            let at = latest_counted.map_or(now, |latest: u64| latest.max(now));
+            if cost > 0 {
+                latest_counted = Some(at);
+            }
             let got = peek_then_check(&limiter, op, now, cost)?;
             let expected = model.decide(at, cost);
             let context = format!("request {i} at t={now} (decided at {at}) weight {cost} (w={window}, limit={limit})");

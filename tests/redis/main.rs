@@ -11,8 +11,11 @@
 mod middleware_common;
 #[path = "../redis_common/mod.rs"]
 mod redis_common;
+#[path = "../reference/mod.rs"]
+mod reference;
 
 mod causes;
+mod clock_steps;
 mod cluster;
 mod cluster_failover;
 mod cluster_reshard;
@@ -20,6 +23,7 @@ mod errors;
 mod faults;
 mod fleet;
 mod keys;
+mod large_limits;
 #[cfg(feature = "tower")]
 mod layer;
 mod log_wrapping;

@@ -213,7 +213,7 @@ async fn a_shortened_window_decides_on_counts_past_its_count_field() {
     let minute = SlidingWindow::new("20000/min".parse().unwrap()).unwrap();
     let second = SlidingWindow::new("10/s".parse().unwrap()).unwrap();
     assert!(
-        second.max_limit() < 20_000,
+        second.max_narrow_limit() < 20_000,
         "the count must not fit the new window's field"
     );
     let clock = ManualClock::starting_at(Timestamp::from_secs(HALF_PAST_EIGHT + 10));

@@ -34,12 +34,12 @@ use tollgate::{
     TokenBucket,
 };
 use tollgate_peers::{
-    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
-    ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
-    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
-    GovernorDirect, InstantRead, MinimalBucket, MinimalFixed, MinimalFixedWindow, MinimalGcra,
-    MinimalSliding, MinimalSlidingWindow, MutexBucketDirect, RatelimitDirect, TollgateElapsed, TollgateLog,
-    ALLOWED_RUN,
+    tollgate_fixed_window, tollgate_fixed_window_wide, tollgate_leaky_bucket, tollgate_sliding_window,
+    tollgate_sliding_window_wide, tollgate_token_bucket, ClockRead, ClockReadHashLoadCas16,
+    ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16, ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas,
+    Direct, DirectContender, DirectLoops, GovernorClockRead, GovernorDirect, InstantRead, MinimalBucket,
+    MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow, MutexBucketDirect,
+    RatelimitDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -162,6 +162,10 @@ where
     contender(group, &tollgate_leaky_bucket(clock.clone()));
     contender(group, &tollgate_fixed_window(clock.clone()));
     contender(group, &tollgate_sliding_window(clock.clone()));
+    // The same windows with their 128-bit state (a limit too large for one word): the 16-byte
+    // cell's compare-and-swap.
+    contender(group, &tollgate_fixed_window_wide(clock.clone()));
+    contender(group, &tollgate_sliding_window_wide(clock.clone()));
     contender(group, &TollgateLog(clock.clone()));
     // The references (not limiters): each algorithm's decision without what a real limiter
     // adds, timed as tollgate's are.

@@ -16,6 +16,10 @@
 //!   an iteration being a whole fill from empty to 1,000,000 keys (so its time in ms is the mean
 //!   ns per insert). The floor has no insert.
 //!
+//! Beside them, tollgate's window counters with a 128-bit state (`u32::MAX` per 1,000 s: keys
+//! in the locked table, a short lock per key), in the hot-key and round-robin scenarios up to
+//! 10,000 keys: rows `tollgate_sliding_window_wide` and `tollgate_fixed_window_wide`.
+//!
 //! `precise` is tollgate's `PreciseClock` beside governor's default `QuantaClock` (a clock read
 //! per decision); `coarse` is tollgate's `CoarseClock` beside governor's `QuantaUpkeepClock`
 //! (an upkeep thread publishes the time every millisecond, a decision loads it). Threads:
@@ -41,7 +45,8 @@ use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{CoarseClock, PreciseClock};
 use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
-    GovernorKeyed, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops, TollgateKeyed, BURST,
+    GovernorKeyed, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops, TollgateKeyed,
+    TollgateKeyedWindow, BURST,
 };
 
 /// The table the hot-key scenario runs in: built for this many keys.
@@ -205,6 +210,26 @@ fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
     group.finish();
 }
 
+/// The wide window rows on one clock: the hot key and round-robin over 1,000 and 10,000 keys.
+fn wide_windows<C: tollgate::Clock + Clone>(c: &mut Criterion, clock_name: &str, clock: C)
+where
+    TollgateKeyedWindow<tollgate::SlidingWindow, C>: KeyedContender,
+    TollgateKeyedWindow<tollgate::FixedWindow, C>: KeyedContender,
+{
+    let sliding = TollgateKeyedWindow::sliding(clock.clone());
+    let fixed = TollgateKeyedWindow::fixed(clock);
+    let mut group = c.benchmark_group(format!("keyed/{clock_name}/hot_key"));
+    hot_key(&mut group, &sliding);
+    hot_key(&mut group, &fixed);
+    group.finish();
+    let mut group = c.benchmark_group(format!("keyed/{clock_name}/round_robin"));
+    for keys in &KEY_COUNTS[..2] {
+        round_robin(&mut group, &sliding, *keys);
+        round_robin(&mut group, &fixed, *keys);
+    }
+    group.finish();
+}
+
 fn keyed(c: &mut Criterion) {
     bench_clock(
         c,
@@ -213,6 +238,7 @@ fn keyed(c: &mut Criterion) {
         &GovernorKeyed::new(QuantaClock::default()),
         &KeyedFloorContender(PreciseClock::new()),
     );
+    wide_windows(c, "precise", PreciseClock::new());
     // tollgate's upkeep thread (quanta 0.13) and governor's (quanta 0.12: a separate one) both
     // run from here on, each refreshing its time every `COARSE_UPKEEP_INTERVAL`.
     let upkeep = QuantaUpkeepClock::from_interval(COARSE_UPKEEP_INTERVAL)
@@ -224,6 +250,7 @@ fn keyed(c: &mut Criterion) {
         &GovernorKeyed::new(upkeep),
         &KeyedFloorContender(CoarseClock::new()),
     );
+    wide_windows(c, "coarse", CoarseClock::new());
 }
 
 criterion_group! {

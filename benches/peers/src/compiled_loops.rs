@@ -77,7 +77,12 @@ macro_rules! on_tollgate_clock {
             MinimalFixedWindow<$clock>,
             MinimalSlidingWindow<$clock>,
         );
-        keyed_loops!(Tollgate<$clock>, KeyedFloor<$clock>);
+        keyed_loops!(
+            Tollgate<$clock>,
+            tollgate::KeyedLimiter<u64, SlidingWindow, $clock>,
+            tollgate::KeyedLimiter<u64, FixedWindow, $clock>,
+            KeyedFloor<$clock>,
+        );
     )+};
 }
 

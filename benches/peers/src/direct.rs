@@ -181,6 +181,40 @@ pub fn tollgate_sliding_window<C: Clock>(clock: C) -> TollgateDirect<SlidingWind
     }
 }
 
+/// tollgate's sliding window counter with a 128-bit state: 50,000 per second (more than a
+/// one-second window packs in 64 bits, so wide by itself), 5,000 already in the previous window
+/// (allowed); 1 per day, built wide (denied).
+pub fn tollgate_sliding_window_wide<C: Clock>(clock: C) -> TollgateDirect<SlidingWindow, C> {
+    let allowed = SlidingWindow::new(quota("50000/s")).expect("valid sliding window");
+    assert!(allowed.is_wide(), "50000/s takes the 128-bit state");
+    TollgateDirect {
+        name: "tollgate_sliding_window_wide",
+        clock,
+        allowed,
+        denied: SlidingWindow::new(quota("1/d"))
+            .expect("valid sliding window")
+            .with_wide_state(),
+        prepare: fill_previous_window,
+    }
+}
+
+/// tollgate's fixed window with a 128-bit state: 1,000,000,000 per second (more than a
+/// one-second window packs in 64 bits, so wide by itself; allowed), 1 per 36,500 days, built
+/// wide (denied).
+pub fn tollgate_fixed_window_wide<C: Clock>(clock: C) -> TollgateDirect<FixedWindow, C> {
+    let allowed = FixedWindow::new(quota("1000000000/s")).expect("valid fixed window");
+    assert!(allowed.is_wide(), "1000000000/s takes the 128-bit state");
+    TollgateDirect {
+        name: "tollgate_fixed_window_wide",
+        clock,
+        allowed,
+        denied: FixedWindow::new(quota("1/36500d"))
+            .expect("valid fixed window")
+            .with_wide_state(),
+        prepare: fresh,
+    }
+}
+
 impl<C: Clock> Direct for LogLimiter<C> {
     type Answer = tollgate::Decision;
 
@@ -430,6 +464,8 @@ mod tests {
         paths_hold(&tollgate_leaky_bucket(clock));
         paths_hold(&tollgate_fixed_window(clock));
         paths_hold(&tollgate_sliding_window(clock));
+        paths_hold(&tollgate_fixed_window_wide(clock));
+        paths_hold(&tollgate_sliding_window_wide(clock));
         paths_hold(&TollgateLog(clock));
         paths_hold(&GovernorDirect(governor::clock::QuantaClock::default()));
         paths_hold(&RatelimitDirect::new("ratelimit", || {

@@ -14,7 +14,8 @@ use std::time::Duration;
 use governor::clock::Clock as GovernorClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
-use tollgate::{Clock, KeyedLimiter, Outcome, TokenBucket};
+use tollgate::algorithm::Algorithm;
+use tollgate::{Clock, FixedWindow, KeyedLimiter, Outcome, Quota, SlidingWindow, TokenBucket};
 
 use crate::timing::KeyedLoops;
 
@@ -89,7 +90,7 @@ pub trait Keyed: Sync {
     fn keys(&self) -> usize;
 }
 
-impl<C: Clock> Keyed for Tollgate<C> {
+impl<A: Algorithm, C: Clock> Keyed for KeyedLimiter<u64, A, C> {
     type Answer = tollgate::Decision;
 
     #[inline(always)]
@@ -206,6 +207,65 @@ where
 
     fn build(&self, capacity: usize) -> Tollgate<C> {
         KeyedLimiter::with_clock(self.bucket, capacity, self.clock.clone())
+            .expect("the capacity fits in memory")
+    }
+}
+
+/// tollgate's keyed window counter with a 128-bit state (a locked table: a short lock per key),
+/// on clock `C`: `u32::MAX` per 1,000 s (the long-lived period), more than 64 bits pack for any
+/// window, so wide by itself; a key stays allowed for `u32::MAX` decisions. The rows
+/// `tollgate_sliding_window_wide` and `tollgate_fixed_window_wide`.
+#[derive(Debug)]
+pub struct TollgateKeyedWindow<A, C> {
+    clock: C,
+    window: A,
+}
+
+impl<C> TollgateKeyedWindow<SlidingWindow, C> {
+    /// The sliding window counter.
+    pub fn sliding(clock: C) -> Self {
+        let window = SlidingWindow::new(wide_quota()).expect("the wide quota fits a sliding window");
+        assert!(window.is_wide());
+        TollgateKeyedWindow { clock, window }
+    }
+}
+
+impl<C> TollgateKeyedWindow<FixedWindow, C> {
+    /// The fixed window counter.
+    pub fn fixed(clock: C) -> Self {
+        let window = FixedWindow::new(wide_quota()).expect("the wide quota fits a fixed window");
+        assert!(window.is_wide());
+        TollgateKeyedWindow { clock, window }
+    }
+}
+
+/// `u32::MAX` per [`LONG_LIVED_PERIOD`].
+fn wide_quota() -> Quota {
+    Quota::new(u64::from(u32::MAX), LONG_LIVED_PERIOD).expect("the wide quota is valid")
+}
+
+impl<C: Clock + Clone> KeyedContender for TollgateKeyedWindow<SlidingWindow, C>
+where
+    KeyedLimiter<u64, SlidingWindow, C>: KeyedLoops,
+{
+    type Limiter = KeyedLimiter<u64, SlidingWindow, C>;
+    const NAME: &'static str = "tollgate_sliding_window_wide";
+
+    fn build(&self, capacity: usize) -> Self::Limiter {
+        KeyedLimiter::with_clock(self.window, capacity, self.clock.clone())
+            .expect("the capacity fits in memory")
+    }
+}
+
+impl<C: Clock + Clone> KeyedContender for TollgateKeyedWindow<FixedWindow, C>
+where
+    KeyedLimiter<u64, FixedWindow, C>: KeyedLoops,
+{
+    type Limiter = KeyedLimiter<u64, FixedWindow, C>;
+    const NAME: &'static str = "tollgate_fixed_window_wide";
+
+    fn build(&self, capacity: usize) -> Self::Limiter {
+        KeyedLimiter::with_clock(self.window, capacity, self.clock.clone())
             .expect("the capacity fits in memory")
     }
 }

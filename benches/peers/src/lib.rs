@@ -26,15 +26,17 @@ pub mod timing;
 pub mod zipf;
 
 pub use direct::{
-    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, Direct,
-    DirectContender, GovernorDirect, GovernorDirectLimiter, MutexBucketDirect, RatelimitDirect,
-    TollgateDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    tollgate_fixed_window, tollgate_fixed_window_wide, tollgate_leaky_bucket, tollgate_sliding_window,
+    tollgate_sliding_window_wide, tollgate_token_bucket, Direct, DirectContender, GovernorDirect,
+    GovernorDirectLimiter, MutexBucketDirect, RatelimitDirect, TollgateDirect, TollgateElapsed, TollgateLog,
+    ALLOWED_RUN,
 };
 pub use float_bucket::{FloatTokenBucket, MutexTokenBucket};
 pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
-    KeyedContender, Tollgate, TollgateKeyed, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD, PERIOD,
+    KeyedContender, Tollgate, TollgateKeyed, TollgateKeyedWindow, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,
+    PERIOD,
 };
 pub use keyed_floor::{
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::FixedWindow;
+use super::{FixedWindow, WIDE};
 use crate::algorithm::window::test_support::pick;
+use crate::algorithm::window::Packing;
 use crate::algorithm::Algorithm;
 use crate::{Quota, Timestamp};
 
@@ -44,7 +45,7 @@ proptest! {
         count_pick in (any::<u8>(), any::<u64>()),
         cost_pick in (any::<u8>(), any::<u64>()),
     ) {
-        let max = fixed(1, window).max_limit();
+        let max = fixed(1, window).max_narrow_limit();
         let limit = pick(limit_pick.0, limit_pick.1, 20, max).max(1);
         let limiter = fixed(limit, window);
         let now = match now_pick.0 % 4 {
@@ -76,11 +77,64 @@ proptest! {
         let at = Timestamp::from_nanos(now);
         prop_assert_eq!(
             limiter.decide(state, at, cost),
-            limiter.decide_in_general(state, at, cost),
+            limiter.decide_in_general(&limiter.layout, state, at, cost),
             "w={} limit={} index={} (now's {}) count={} now={} cost={}",
             window, limit, index, now_index, count, now, cost
         );
+        // The 128-bit layout of the same configuration: its shortcut decides as its general
+        // path, and both as the 64-bit layout on the same window and count.
+        let wide = limiter.with_wide_state();
+        let wide_state = WIDE.pack(limiter.layout.index(state), &[limiter.layout.counter(state, 0)]);
+        let decided = wide.decide_wide(wide_state, at, cost);
+        prop_assert_eq!(decided, wide.decide_in_general(&WIDE, wide_state, at, cost));
+        let narrow = limiter.decide(state, at, cost);
+        prop_assert_eq!(decided.decision, narrow.decision);
+        prop_assert_eq!(
+            (WIDE.index(decided.state), WIDE.counter(decided.state, 0)),
+            (limiter.layout.index(narrow.state), limiter.layout.counter(narrow.state, 0))
+        );
     }
+
+    /// The 128-bit layout on counts past the 64-bit one (limits near `MAX_LIMIT`, `u32::MAX`
+    /// and above): the shortcut decides as the general path.
+    #[test]
+    fn the_wide_shortcut_decides_as_the_general_path(
+        window in window(),
+        limit_pick in (any::<u8>(), any::<u64>()),
+        now in any::<u64>(),
+        back in 0..4u64,
+        count_pick in (any::<u8>(), any::<u64>()),
+        cost_pick in (any::<u8>(), any::<u64>()),
+    ) {
+        let limit = pick(limit_pick.0, limit_pick.1, u64::from(u32::MAX), FixedWindow::MAX_LIMIT).max(1);
+        let limiter = fixed(limit, window).with_wide_state();
+        let index = (now / window).saturating_sub(back);
+        let count = pick(count_pick.0, count_pick.1, limit, FixedWindow::MAX_LIMIT);
+        let state = WIDE.pack(index, &[count]);
+        let cost = pick(cost_pick.0, cost_pick.1, limit, limit.saturating_add(1));
+        let at = Timestamp::from_nanos(now);
+        prop_assert_eq!(
+            limiter.decide_wide(state, at, cost),
+            limiter.decide_in_general(&WIDE, state, at, cost),
+            "w={} limit={} index={} count={} now={} cost={}", window, limit, index, count, now, cost
+        );
+    }
+}
+
+/// A limit past the 64-bit layout takes the 128-bit one, up to `MAX_LIMIT`; past it, a typed
+/// error naming it.
+#[test]
+fn limits_past_the_word_take_the_wide_layout() {
+    let millisecond = fixed(1, 1_000_000);
+    assert_eq!(millisecond.max_narrow_limit(), 524_287);
+    assert!(!fixed(524_287, 1_000_000).is_wide());
+    assert!(fixed(524_288, 1_000_000).is_wide());
+    assert!(fixed(FixedWindow::MAX_LIMIT, 1).is_wide());
+    assert_eq!(FixedWindow::MAX_LIMIT, (1 << 63) - 1);
+    assert!(matches!(
+        FixedWindow::new(Quota::new(1 << 63, Duration::from_secs(1)).unwrap()),
+        Err(crate::QuotaError::LimitTooLarge { max, .. }) if max == FixedWindow::MAX_LIMIT
+    ));
 }
 
 /// The shortcut is taken while the window after `now`'s starts by `u64::MAX`.

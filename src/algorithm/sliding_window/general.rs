@@ -1,35 +1,50 @@
 //! The sliding window counter's decision for every input, in `u128`: the definition.
 
-use crate::algorithm::window::nanos_until;
-use crate::algorithm::{OutOfLine, Transition};
+use crate::algorithm::window::{nanos_until, Packing};
+use crate::algorithm::{Algorithm, OutOfLine, Transition};
 use crate::{Decision, Timestamp};
 
-use super::{SlidingWindow, SlidingWindowState};
+use super::{SlidingWindow, CURRENT, PREVIOUS, WIDE};
 
 impl SlidingWindow {
-    /// [`decide`](crate::algorithm::Algorithm::decide) for every input, in `u128`: the
-    /// definition that [`decide_in_u64`](Self::decide_in_u64) shortcuts. Taken for a weight of 0
-    /// or above the limit, after a step back into an earlier window, within two windows of the
-    /// end of representable time, and for quotas whose `limit * w` exceeds a `u64` or what one
-    /// multiplication divides by `w` exactly (`fast_end == 0`).
-    pub(super) fn decide_in_general(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        let stored = SlidingWindowState(state);
-        let stored_index = stored.index(self);
+    /// [`decide`](crate::algorithm::Algorithm::decide) for every input, in either layout, in
+    /// `u128`: the definition that [`decide_in_u64`](Self::decide_in_u64) shortcuts. Taken for
+    /// a weight of 0 or above the limit, after a step back into an earlier window, within two
+    /// windows of the end of representable time, and for quotas whose `limit * w` exceeds a
+    /// `u64` or what one multiplication divides by `w` exactly (`fast_end == 0`).
+    pub(super) fn decide_in_general<P: Packing>(
+        &self,
+        packing: &P,
+        state: P::Word,
+        now: Timestamp,
+        cost: u64,
+    ) -> Transition<P::Word> {
+        let stored_index = packing.index(state);
+        let (stored_previous, stored_current) =
+            (packing.counter(state, PREVIOUS), packing.counter(state, CURRENT));
         let now_index = self.layout.index_of(now.as_nanos());
         let (index, previous, current) = match now_index.checked_sub(stored_index) {
-            Some(0) => (stored_index, stored.previous(self), stored.current(self)),
-            Some(1) => (now_index, stored.current(self), 0),
+            Some(0) => (stored_index, stored_previous, stored_current),
+            Some(1) => (now_index, stored_current, 0),
             Some(_) => (now_index, 0, 0),
             // The clock went back into an earlier window: stay in the stored window, at its
             // start, where the previous window weighs the most. No time has passed.
-            None => (stored_index, stored.previous(self), stored.current(self)),
+            None => (stored_index, stored_previous, stored_current),
         };
         let (decision, total) = self.decide_counts(index, previous, current, now, cost);
         match total {
             Some(total) => Transition {
-                state: self.layout.pack(index, &[total, previous]),
+                state: packing.pack(index, &[total, previous]),
                 decision,
             },
+            // A refusal in a later window than the stored one stores the state moved to it (the
+            // same counts): a request stamped earlier is then decided in this window, as at the
+            // latest time a decision was made (`docs/design.md`, "Time that goes backwards").
+            // Once per window: the next refusal finds it stored. A weightless request stores
+            // nothing.
+            None if cost > 0 && index != stored_index => {
+                Transition::refuse(packing.pack(index, &[current, previous]), decision)
+            }
             None => Transition::refuse(state, decision),
         }
     }
@@ -85,11 +100,41 @@ impl SlidingWindow {
     }
 
     /// [`decide_in_general`](Self::decide_in_general) out of line, for `decide`'s fast path to
-    /// call (see [`OutOfLine`]).
+    /// call (see [`OutOfLine`]). A wide configuration's 64-bit decision decides the state
+    /// zero-extended (see [`Algorithm::is_wide`]).
     #[cold]
     #[inline(never)]
     pub(super) fn decide_out_of_line(&self, state: u64, now: Timestamp, cost: u64) -> OutOfLine {
-        let Transition { state, decision } = self.decide_in_general(state, now, cost);
+        let Transition { state, decision } = match self.wide {
+            true => self.decide_wide(u128::from(state), now, cost).low_half(),
+            false => self.decide_in_general(&self.layout, state, now, cost),
+        };
+        (state, decision)
+    }
+
+    /// [`decide_out_of_line`](Self::decide_out_of_line) in a limiter: a wide configuration's
+    /// decision is `wide`'s, on the limiter's 128-bit cell, and `state` stays as it is.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn decide_out_of_line_or(
+        &self,
+        state: u64,
+        now: Timestamp,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> OutOfLine {
+        if self.wide {
+            return (state, wide(now, cost));
+        }
+        let Transition { state, decision } = self.decide_in_general(&self.layout, state, now, cost);
+        (state, decision)
+    }
+
+    /// The 128-bit [`decide_in_general`](Self::decide_in_general) out of line.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn decide_wide_out_of_line(&self, state: u128, now: Timestamp, cost: u64) -> OutOfLine<u128> {
+        let Transition { state, decision } = self.decide_in_general(&WIDE, state, now, cost);
         (state, decision)
     }
 

@@ -1,5 +1,6 @@
 //! The sliding window counter's decision in `u64`, for the inputs where nothing can overflow it.
 
+use crate::algorithm::window::Word;
 use crate::algorithm::Transition;
 use crate::Decision;
 
@@ -8,12 +9,14 @@ use super::SlidingWindow;
 /// What the 64-bit path decides on: the window holding `now` (below `fast_end`), its counts and
 /// how far into it `now` is, and the request's weight (`1..=limit`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Counts {
+pub(super) struct Counts<W> {
     /// The stored state.
-    pub(super) state: u64,
-    /// The state moved to the window holding `now`: `state` itself when that is the stored
-    /// window; otherwise that window's index, `previous` and a current count of 0.
-    pub(super) moved: u64,
+    pub(super) state: W,
+    /// The stored state moved to the window holding `now`: `state` itself when that is the
+    /// stored window; otherwise that window's index, `previous` and a current count of 0. An
+    /// admission stores it with the request's units; a refusal stores `state` (the caller moves
+    /// a refusal in a later window: see `SlidingWindow::decide_packed`).
+    pub(super) moved: W,
     /// Units admitted in the window before.
     pub(super) previous: u64,
     /// Units admitted in this window so far.
@@ -32,7 +35,7 @@ impl SlidingWindow {
     /// representable instants. The same transition as
     /// [`decide_in_general`](Self::decide_in_general), which is the definition.
     #[inline(always)]
-    pub(super) fn decide_in_u64(&self, counts: Counts) -> Transition {
+    pub(super) fn decide_in_u64<W: Word>(&self, counts: Counts<W>) -> Transition<W> {
         let Counts {
             state,
             moved,
@@ -54,7 +57,7 @@ impl SlidingWindow {
             if let Some(weighed) = weighed.filter(|&weighed| weighed <= budget) {
                 return Transition {
                     // `current + cost <= limit <= count_mask`: no carry out of the counter.
-                    state: moved + cost,
+                    state: moved + W::from(cost),
                     // `total >= 1`: it weighs until the window after this one ends. The
                     // remaining units are `(budget - weighed) / w`, divided when asked for.
                     decision: Decision::allowed_in_units(budget - weighed, w, until_reset, 0),

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::SlidingWindow;
+use super::{SlidingWindow, CURRENT, PREVIOUS, WIDE};
 use crate::algorithm::divisor::BoundedDivisor;
 use crate::algorithm::window::test_support::pick;
+use crate::algorithm::window::Packing;
 use crate::algorithm::Algorithm;
 use crate::{Quota, Timestamp};
 
@@ -76,7 +77,7 @@ proptest! {
         current_pick in (any::<u8>(), any::<u64>()),
         cost_pick in (any::<u8>(), any::<u64>()),
     ) {
-        let max = sliding(1, window).max_limit();
+        let max = sliding(1, window).max_narrow_limit();
         let limit = limit_for(max, window, limit_pick.0, limit_pick.1);
         let limiter = sliding(limit, window);
         let now = now_for(window, now_pick.0, now_pick.1);
@@ -102,11 +103,69 @@ proptest! {
         let at = Timestamp::from_nanos(now);
         prop_assert_eq!(
             limiter.decide(state, at, cost),
-            limiter.decide_in_general(state, at, cost),
+            limiter.decide_in_general(&limiter.layout, state, at, cost),
             "w={} limit={} index={} (now's {}) previous={} current={} now={} cost={}",
             window, limit, index, now_index, previous, current, now, cost
         );
+        // The 128-bit layout of the same configuration: its shortcut decides as its general
+        // path, and both as the 64-bit layout on the same window and counts.
+        let wide = limiter.with_wide_state();
+        let wide_state = wide.state(index, previous, current).raw_wide();
+        let decided = wide.decide_wide(wide_state, at, cost);
+        prop_assert_eq!(decided, wide.decide_in_general(&WIDE, wide_state, at, cost));
+        let narrow = limiter.decide(state, at, cost);
+        prop_assert_eq!(decided.decision, narrow.decision);
+        let fields = |packing: &dyn Fn(u32) -> u64, index: u64| (index, packing(PREVIOUS), packing(CURRENT));
+        prop_assert_eq!(
+            fields(&|field| WIDE.counter(decided.state, field), WIDE.index(decided.state)),
+            fields(&|field| limiter.layout.counter(narrow.state, field), limiter.layout.index(narrow.state))
+        );
     }
+
+    /// The 128-bit layout on counts past the 64-bit one (limits up to `u32::MAX`, windows from
+    /// 1 ns): the shortcut decides as the general path.
+    #[test]
+    fn the_wide_u64_path_decides_as_the_general_one(
+        window in prop_oneof![1..=64u64, window()],
+        limit_pick in (any::<u8>(), any::<u64>()),
+        now_pick in (any::<u8>(), any::<u64>()),
+        back in 0..4u64,
+        previous_pick in (any::<u8>(), any::<u64>()),
+        current_pick in (any::<u8>(), any::<u64>()),
+        cost_pick in (any::<u8>(), any::<u64>()),
+    ) {
+        let max = SlidingWindow::MAX_LIMIT;
+        let limit = limit_for(max, window, limit_pick.0, limit_pick.1);
+        let limiter = sliding(limit, window).with_wide_state();
+        let now = now_for(window, now_pick.0, now_pick.1);
+        let index = (now / window).saturating_sub(back);
+        let previous = pick(previous_pick.0, previous_pick.1, limit, max);
+        let current = pick(current_pick.0, current_pick.1, limit, max);
+        let state = limiter.state(index, previous, current).raw_wide();
+        let cost = pick(cost_pick.0, cost_pick.1, limit, limit.saturating_add(1));
+        let at = Timestamp::from_nanos(now);
+        prop_assert_eq!(
+            limiter.decide_wide(state, at, cost),
+            limiter.decide_in_general(&WIDE, state, at, cost),
+            "w={} limit={} index={} previous={} current={} now={} cost={}",
+            window, limit, index, previous, current, now, cost
+        );
+    }
+}
+
+/// A limit past the 64-bit layout takes the 128-bit one, up to `u32::MAX`; past it, a typed
+/// error naming it. Every window takes one, down to 1 ns.
+#[test]
+fn limits_past_the_word_take_the_wide_layout() {
+    assert_eq!(sliding(1, 1_000_000).max_narrow_limit(), 511);
+    assert!(!sliding(511, 1_000_000).is_wide());
+    assert!(sliding(512, 1_000_000).is_wide());
+    assert!(sliding(u64::from(u32::MAX), 1).is_wide());
+    assert_eq!(SlidingWindow::MAX_LIMIT, u64::from(u32::MAX));
+    assert!(matches!(
+        SlidingWindow::new(Quota::new(1 << 32, Duration::from_secs(1)).unwrap()),
+        Err(crate::QuotaError::LimitTooLarge { max, .. }) if max == SlidingWindow::MAX_LIMIT
+    ));
 }
 
 /// The 64-bit path is taken exactly while `limit * w` fits a `u64`: for a one-day window up to
@@ -115,7 +174,7 @@ proptest! {
 fn the_u64_path_ends_where_limit_times_window_passes_u64_max() {
     let boundary = u64::MAX / DAY;
     assert_eq!(boundary, 213_503);
-    assert!(boundary < sliding(1, DAY).max_limit());
+    assert!(boundary < sliding(1, DAY).max_narrow_limit());
     assert_eq!(sliding(boundary, DAY).fast_end, u64::MAX / DAY - 1);
     assert_eq!(sliding(boundary + 1, DAY).fast_end, 0);
     assert_eq!(sliding(16_000, SECOND).fast_end, u64::MAX / SECOND - 1);
@@ -147,10 +206,16 @@ fn both_sides_of_the_boundary_decide_alike() {
         let passes = limiter.decide(state, noon, half);
         assert!(passes.decision.is_allowed(), "limit {limit}");
         assert_eq!(passes.decision.remaining(), 0, "limit {limit}");
-        assert_eq!(passes, limiter.decide_in_general(state, noon, half));
+        assert_eq!(
+            passes,
+            limiter.decide_in_general(&limiter.layout, state, noon, half)
+        );
         let refused = limiter.decide(state, noon, half + 1);
         assert!(!refused.decision.is_allowed(), "limit {limit}");
-        assert_eq!(refused, limiter.decide_in_general(state, noon, half + 1));
+        assert_eq!(
+            refused,
+            limiter.decide_in_general(&limiter.layout, state, noon, half + 1)
+        );
     }
 }
 
@@ -169,5 +234,8 @@ fn limits_past_the_exact_division_take_the_general_path() {
     assert_eq!(units.divide(213_502 * w - 1), 213_502);
     let decision = limiter.decide(state, now, 1);
     assert_eq!(decision.decision.remaining(), 213_501);
-    assert_eq!(decision, limiter.decide_in_general(state, now, 1));
+    assert_eq!(
+        decision,
+        limiter.decide_in_general(&limiter.layout, state, now, 1)
+    );
 }
