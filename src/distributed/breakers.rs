@@ -89,10 +89,16 @@ impl Breakers {
     /// Redis failed for `cause` on the key whose breaker is `guard` (one of these): skip it for
     /// a pause, and remember the cause as the limiter's last.
     pub(crate) fn failed(&self, guard: &Guard, cause: RedisFailureCause) {
+        self.note(cause);
+        guard.failed(cause);
+    }
+
+    /// A call failed for `cause` without pausing Redis (an error reply: Redis answered): only
+    /// remember the cause as the limiter's last.
+    pub(crate) fn note(&self, cause: RedisFailureCause) {
         // Relaxed: a report, read by a caller that wants the latest cause; nothing else is
         // published through it.
         self.last.store(cause.code(), Ordering::Relaxed);
-        guard.failed(cause);
     }
 
     /// The cause of the last failure of any breaker, or `None` when Redis never failed.

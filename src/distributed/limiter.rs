@@ -235,8 +235,9 @@ impl RedisLimiter {
         &self.policy
     }
 
-    /// The cause of the last failure to reach Redis (any key, any node), or `None` when every
-    /// call so far was answered: for a service's log or status line, beside the decisions its
+    /// The cause of the last failure of a decision (any key, any node: no answer, a failed
+    /// connection, an error reply such as `CLUSTERDOWN` or `NOAUTH`), or `None` when every
+    /// decision so far was Redis's: for a service's log or status line, beside the decisions its
     /// failure policy made. It stays after Redis answers again; compare it between reports, or
     /// read each decision's [`RedisDecision::failure`] for the cause of that decision.
     pub fn last_failure(&self) -> Option<RedisFailureCause> {
@@ -426,6 +427,8 @@ impl RedisLimiter {
                 };
                 if failure.opens_the_breaker() {
                     self.breakers.failed(breaker, failure.cause());
+                } else {
+                    self.breakers.note(failure.cause());
                 }
                 failure
             }

@@ -55,6 +55,10 @@ async fn a_wrong_password_is_said_as_such() {
         Some(Failure::Connection(RedisFailureCause::AuthenticationFailed))
     );
     assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(
+        limiter.last_failure(),
+        Some(RedisFailureCause::AuthenticationFailed)
+    );
     // The next decisions skip Redis for the probe interval, and still say why.
     let (failure, _) = first_failure(&limiter).await;
     assert_eq!(
@@ -220,8 +224,11 @@ async fn a_user_without_the_scripting_commands_is_said_as_such() {
         ],
     );
     let limiter = limiter_on(&format!("redis://app:pw@127.0.0.1:{}/", server.port())).await;
+    assert_eq!(limiter.last_failure(), None);
     let (failure, _) = first_failure(&limiter).await;
     assert_eq!(failure, Some(Failure::Server(RedisFailureCause::NoPermission)));
+    // An error reply pauses nothing (Redis answered), and is the limiter's last failure.
+    assert_eq!(limiter.last_failure(), Some(RedisFailureCause::NoPermission));
     let error = limiter.verify().await.unwrap_err();
     assert!(
         matches!(

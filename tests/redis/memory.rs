@@ -349,13 +349,19 @@ async fn an_evicted_key_in_debt_is_admitted_a_whole_quota_again() {
         }
         config_set(&mut raw, "maxmemory-policy", policy).await;
         config_set(&mut raw, "maxmemory-samples", "64").await;
-        let used = used_memory(&mut raw).await;
-        config_set(&mut raw, "maxmemory", &(used - (512 << 10)).to_string()).await;
-        // The next command evicts; poll until every key in debt is gone.
+        // The next command evicts; poll until every key in debt is gone. The limit follows the
+        // memory in use down (never up): memory freed meanwhile by the server itself (a buffer,
+        // the previous round's flush) would otherwise leave it under the limit, evicting nothing.
+        let mut limit = u64::MAX;
         let deadline = Instant::now() + Duration::from_secs(30);
         for key in &keys {
             while raw.exists::<_, bool>(key).await.unwrap() {
                 assert!(Instant::now() < deadline, "{policy}: {key} was not evicted");
+                let lower = used_memory(&mut raw).await - (512 << 10);
+                if lower < limit {
+                    limit = lower;
+                    config_set(&mut raw, "maxmemory", &limit.to_string()).await;
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
