@@ -12,10 +12,6 @@ use tollgate::middleware::LimiterError;
 
 use crate::routing::GatewayBody;
 
-/// Decisions the Redis limiter's failure policy made because Redis did not answer (Redis
-/// routes only), counted by `WatchedRedis` and printed each second there were any.
-pub(crate) static WITHOUT_REDIS: AtomicU64 = AtomicU64::new(0);
-
 /// Who answered a request, and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -110,8 +106,12 @@ impl Counters {
     }
 
     /// Prints, every second in which anything happened, what was admitted, refused,
-    /// unavailable and keyless in that second; `each_second` runs every second too.
-    pub(crate) fn print_every_second(self: Arc<Self>, each_second: impl Fn() + Send + 'static) {
+    /// unavailable and keyless in that second; `each_second` runs every second too, and the
+    /// lines it returns (the Redis routes' report) are printed on stderr after the counts.
+    pub(crate) fn print_every_second(
+        self: Arc<Self>,
+        each_second: impl Fn() -> Vec<String> + Send + 'static,
+    ) {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             tick.tick().await;
@@ -119,7 +119,7 @@ impl Counters {
             loop {
                 tick.tick().await;
                 second += 1;
-                each_second();
+                let reported = each_second();
                 // Relaxed: independent counters read for a report; no other data depends on them.
                 let admitted = self.admitted.swap(0, Ordering::Relaxed);
                 let refused = self.refused.swap(0, Ordering::Relaxed);
@@ -130,10 +130,8 @@ impl Counters {
                         "{second:>5}s  admitted {admitted:>8}  refused {refused:>8}  unavailable {unavailable:>8}  no key {no_key:>8}"
                     );
                 }
-                // Relaxed: a statistic, as above.
-                let without_redis = WITHOUT_REDIS.swap(0, Ordering::Relaxed);
-                if without_redis > 0 {
-                    eprintln!("{second:>5}s  decided without Redis (away or failing): {without_redis}");
+                for line in reported {
+                    eprintln!("{second:>5}s  {line}");
                 }
                 let last_error = self.last_error.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(error) = last_error {

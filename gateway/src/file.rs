@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::flags::{default_listen, Flags};
 use crate::forms::{self, AlgorithmChoice, KeyChoice, RedisAwayChoice, WhenFullChoice};
-use crate::settings::{FieldSettings, Limits, RouteSettings, Settings, Store};
+use crate::settings::{FieldSettings, Limits, RedisTarget, RouteSettings, Settings, Store};
 use crate::trust::trusts_everyone;
 
 /// The whole file. Unknown fields are errors: a misspelt option would otherwise be ignored.
@@ -36,11 +36,13 @@ struct TableSection {
     when_full: Option<WhenFullChoice>,
 }
 
-/// `[redis]`: the keys kept in Redis instead, shared by every gateway on it.
+/// `[redis]`: the keys kept in Redis instead, shared by every gateway on it: one Redis (`url`)
+/// or a Redis Cluster (`cluster`, its seed nodes), one of the two.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RedisSection {
-    url: String,
+    url: Option<String>,
+    cluster: Option<Vec<String>>,
     when_away: Option<RedisAwayChoice>,
 }
 
@@ -95,17 +97,19 @@ pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
     let store = flags.store(file_store(&file)?);
     if let (Store::Redis { .. }, Some(option)) = (&store, flags.table_option()) {
         return Err(format!(
-            "{option}: the keys live in Redis ([redis] or --redis), not in a table of the gateway"
+            "{option}: the keys live in Redis ([redis], --redis or --redis-cluster), not in a table of the gateway"
         ));
     }
-    if let (Store::Redis { .. }, Some(_)) = (&store, &file.table) {
-        return Err(
-            "[table]: with --redis the keys live in Redis, not in a table of the gateway; remove [table]"
-                .to_owned(),
-        );
+    // The file cannot hold both [table] and [redis]: Redis here comes from a flag.
+    if let (Store::Redis { .. }, Some(_), Some(option)) = (&store, &file.table, flags.redis_option()) {
+        return Err(format!(
+            "[table]: with {option} the keys live in Redis, not in a table of the gateway; remove [table]"
+        ));
     }
     if let (Store::Table { .. }, Some(_)) = (&store, flags.when_redis_away) {
-        return Err("--when-redis-away: only with Redis ([redis] in the file, or --redis)".to_owned());
+        return Err(
+            "--when-redis-away: only with Redis ([redis] in the file, --redis or --redis-cluster)".to_owned(),
+        );
     }
     let fields = flags.fields(FieldSettings {
         legacy: file.fields.as_ref().and_then(|f| f.legacy).unwrap_or(false),
@@ -173,10 +177,38 @@ fn file_store(file: &File) -> Result<Option<Store>, String> {
             when_full: table.when_full.unwrap_or(WhenFullChoice::Refuse),
         })),
         (None, Some(redis)) => Ok(Some(Store::Redis {
-            url: forms::redis_url(&redis.url).map_err(|e| format!("redis.url: {e}"))?,
+            target: redis_target(redis)?,
             when_away: redis.when_away.unwrap_or(RedisAwayChoice::Refuse),
         })),
         (None, None) => Ok(None),
+    }
+}
+
+/// The `[redis]` section's `url` or `cluster`, checked: exactly one of them.
+fn redis_target(redis: &RedisSection) -> Result<RedisTarget, String> {
+    match (&redis.url, &redis.cluster) {
+        (Some(_), Some(_)) => Err(
+            "[redis]: `url` (one Redis) and `cluster` (a Redis Cluster's nodes) name two stores; keep one"
+                .to_owned(),
+        ),
+        (None, None) => Err(
+            "[redis]: no Redis named; give url = \"redis://127.0.0.1:6379/\" for one Redis, \
+             or cluster = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"] for a Redis Cluster"
+                .to_owned(),
+        ),
+        (Some(url), None) => Ok(RedisTarget::Single(
+            forms::redis_url(url).map_err(|e| format!("redis.url: {e}"))?,
+        )),
+        (None, Some(seeds)) if seeds.is_empty() => {
+            Err("redis.cluster: no seed node; list a few of the cluster's nodes, \
+             e.g. [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]"
+                .to_owned())
+        }
+        (None, Some(seeds)) => seeds
+            .iter()
+            .map(|seed| forms::redis_seed(seed).map_err(|e| format!("redis.cluster: {e}")))
+            .collect::<Result<Vec<String>, String>>()
+            .map(RedisTarget::Cluster),
     }
 }
 
@@ -307,6 +339,64 @@ mod tests {
             refused.starts_with("[table]: with --redis the keys live in Redis"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn redis_is_one_url_or_a_cluster_and_a_flag_replaces_either() {
+        let route = "[[route]]\nname = \"r\"\nquota = \"1/s\"\n";
+        let cluster = format!(
+            "[redis]\ncluster = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\nwhen_away = \"admit\"\n{route}"
+        );
+        let store = |text: &str, args: &[&str]| {
+            settings(text, &flags(args)).map(|read| read.limits.map(|limits| limits.store))
+        };
+        let seeds = vec![
+            "redis://127.0.0.1:7000".to_owned(),
+            "redis://127.0.0.1:7001".to_owned(),
+        ];
+        assert_eq!(
+            store(&cluster, &[]),
+            Ok(Some(Store::Redis {
+                target: RedisTarget::Cluster(seeds),
+                when_away: RedisAwayChoice::Admit
+            }))
+        );
+        assert_eq!(
+            store(&cluster, &["--redis", "redis://127.0.0.1:6379/"]),
+            Ok(Some(Store::Redis {
+                target: RedisTarget::Single("redis://127.0.0.1:6379/".to_owned()),
+                when_away: RedisAwayChoice::Admit
+            }))
+        );
+        let url = format!("[redis]\nurl = \"redis://127.0.0.1:6379/\"\n{route}");
+        assert_eq!(
+            store(&url, &["--redis-cluster", "redis://127.0.0.1:7002"]),
+            Ok(Some(Store::Redis {
+                target: RedisTarget::Cluster(vec!["redis://127.0.0.1:7002".to_owned()]),
+                when_away: RedisAwayChoice::Refuse
+            }))
+        );
+        for (section, says) in [
+            (
+                "url = \"redis://127.0.0.1:6379/\"\ncluster = [\"redis://127.0.0.1:7000\"]",
+                "[redis]: `url` (one Redis) and `cluster` (a Redis Cluster's nodes) name two stores; keep one",
+            ),
+            ("when_away = \"admit\"", "[redis]: no Redis named; give url = "),
+            ("cluster = []", "redis.cluster: no seed node; list a few of the cluster's nodes"),
+            (
+                "cluster = [\"127.0.0.1:7000\"]",
+                "redis.cluster: `127.0.0.1:7000` is not a Redis Cluster node's URL",
+            ),
+        ] {
+            let message = error(&format!("[redis]\n{section}\n{route}"));
+            assert!(message.contains(says), "{section}: {message}");
+        }
+        let table = format!("[table]\ncapacity = 5\n{route}");
+        let refused = store(&table, &["--redis-cluster", "redis://127.0.0.1:7000"]);
+        assert!(refused
+            .err()
+            .unwrap_or_default()
+            .starts_with("[table]: with --redis-cluster the keys live in Redis"),);
     }
 
     #[test]

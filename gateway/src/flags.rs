@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::{ArgAction, CommandFactory, Parser};
 use http::Uri;
 use tollgate::Quota;
 
 use crate::forms::{self, AlgorithmChoice, KeyChoice, RedisAwayChoice, WhenFullChoice};
-use crate::settings::{FieldSettings, Limits, RouteSettings, Settings, Store};
+use crate::settings::{FieldSettings, Limits, RedisTarget, RouteSettings, Settings, Store};
 use crate::trust::trusts_everyone;
 
 const AFTER_HELP: &str = "\
@@ -20,7 +20,14 @@ refused, and every other flag given wins over the file. docs/gateway.md describe
 
 Every second in which anything happened it prints, for that second, the requests admitted
 (forwarded upstream), refused (429: over quota, or Redis away), unavailable (503: the key table
-was full) and without a key (the layer's answer to a request it could not key).";
+was full) and without a key (the layer's answer to a request it could not key).
+
+With --redis or --redis-cluster it asks Redis once per route before it listens: a configuration
+no retry mends (a wrong or missing password, a database past the server's, a user without
+permission, seeds that are not a cluster) stops it with the cause, exit status 1; Redis refusing
+connections or not answering is a warning, and requests are answered by --when-redis-away until
+Redis answers. Each second in which that policy decided, a line on stderr says how many times
+on each route, and the cause of the last failure.";
 
 /// An HTTP reverse proxy with a tollgate rate limiter in its hot path.
 #[derive(Clone, Debug, Parser)]
@@ -63,7 +70,7 @@ pub(crate) struct Flags {
     #[arg(long, value_name = "BITS", value_parser = forms::ipv6_prefix)]
     pub(crate) ipv6_prefix: Option<u8>,
 
-    /// Keys each route tracks at once (not with --redis) [default: 100000]
+    /// Keys each route tracks at once (not with Redis) [default: 100000]
     #[arg(long, value_name = "N", value_parser = forms::capacity)]
     pub(crate) capacity: Option<usize>,
 
@@ -77,6 +84,19 @@ pub(crate) struct Flags {
     /// route and quota shares one quota per key
     #[arg(long, value_name = "URL", value_parser = forms::redis_url)]
     pub(crate) redis: Option<String>,
+
+    /// Decide through a Redis Cluster, found from a few of its nodes, e.g.
+    /// redis://10.0.0.5:6379,redis://10.0.0.6:6379: each key is counted on the master of its
+    /// slot (not with --redis)
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_parser = forms::redis_seed,
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        conflicts_with = "redis"
+    )]
+    pub(crate) redis_cluster: Option<Vec<String>>,
 
     /// While Redis does not answer: refuse (429, retry after 1 s) or admit (uncounted)
     /// [default: refuse]
@@ -152,15 +172,16 @@ impl Flags {
                 return refuse(format!("--quota {quota}: {error}"));
             }
         }
-        if self.redis.is_some() {
+        if let Some(redis) = self.redis_option() {
             if let Some(option) = self.table_option() {
                 return refuse(format!(
-                    "{option}: with --redis the keys live in Redis, not in a table of the gateway"
+                    "{option}: with {redis} the keys live in Redis, not in a table of the gateway"
                 ));
             }
         } else if self.when_redis_away.is_some() {
             return refuse(
-                "--when-redis-away: only with --redis (e.g. --redis redis://127.0.0.1:6379/)".into(),
+                "--when-redis-away: only with --redis (e.g. --redis redis://127.0.0.1:6379/) or --redis-cluster"
+                    .into(),
             );
         }
         if let (Some(KeyChoice::ClientIp { extractor, .. }), false) = (&self.key, self.trust_any_forwarder) {
@@ -183,6 +204,7 @@ impl Flags {
             ("--capacity", self.capacity.is_some()),
             ("--when-full", self.when_full.is_some()),
             ("--redis", self.redis.is_some()),
+            ("--redis-cluster", self.redis_cluster.is_some()),
             ("--when-redis-away", self.when_redis_away.is_some()),
             ("--legacy", self.legacy),
             ("--no-admitted-fields", self.no_admitted_fields),
@@ -193,6 +215,24 @@ impl Flags {
             }
         }
         given
+    }
+
+    /// The flag given for a Redis store, if any.
+    pub(crate) fn redis_option(&self) -> Option<&'static str> {
+        if self.redis.is_some() {
+            Some("--redis")
+        } else {
+            self.redis_cluster.as_ref().map(|_| "--redis-cluster")
+        }
+    }
+
+    /// The Redis the flags name, if any (clap refuses both at once).
+    fn redis_target(&self) -> Option<RedisTarget> {
+        match (&self.redis, &self.redis_cluster) {
+            (Some(url), _) => Some(RedisTarget::Single(url.clone())),
+            (None, Some(seeds)) => Some(RedisTarget::Cluster(seeds.clone())),
+            (None, None) => None,
+        }
     }
 
     /// The first option given for a table of keys in the gateway.
@@ -257,19 +297,20 @@ impl Flags {
         })
     }
 
-    /// The store the flags ask for, over the file's (`None`: no file, or none in it).
+    /// The store the flags ask for, over the file's (`None`: no file, or none in it): a Redis
+    /// named by a flag replaces the file's, which keeps its `when_away`.
     pub(crate) fn store(&self, file: Option<Store>) -> Store {
-        match (&self.redis, file) {
-            (Some(url), Some(Store::Redis { when_away, .. })) => Store::Redis {
-                url: url.clone(),
+        match (self.redis_target(), file) {
+            (Some(target), Some(Store::Redis { when_away, .. })) => Store::Redis {
+                target,
                 when_away: self.when_redis_away.unwrap_or(when_away),
             },
-            (Some(url), _) => Store::Redis {
-                url: url.clone(),
+            (Some(target), _) => Store::Redis {
+                target,
                 when_away: self.when_redis_away.unwrap_or(RedisAwayChoice::Refuse),
             },
-            (None, Some(Store::Redis { url, when_away })) => Store::Redis {
-                url,
+            (None, Some(Store::Redis { target, when_away })) => Store::Redis {
+                target,
                 when_away: self.when_redis_away.unwrap_or(when_away),
             },
             (None, Some(Store::Table { capacity, when_full })) => Store::Table {
@@ -430,6 +471,41 @@ mod tests {
             "10"
         ])
         .is_ok());
+    }
+
+    #[test]
+    fn a_redis_cluster_is_a_list_of_seeds_exclusive_with_one_redis() {
+        let seeds = "redis://127.0.0.1:7000,redis://:pw@127.0.0.1:7001";
+        let store = parse(&["--redis-cluster", seeds, "--when-redis-away", "admit"])
+            .and_then(|flags| flags.quick_start())
+            .map(|settings| settings.limits.map(|limits| limits.store));
+        assert_eq!(
+            store,
+            Ok(Some(Store::Redis {
+                target: RedisTarget::Cluster(vec![
+                    "redis://127.0.0.1:7000".to_owned(),
+                    "redis://:pw@127.0.0.1:7001".to_owned()
+                ]),
+                when_away: RedisAwayChoice::Admit,
+            }))
+        );
+        let both = error(&["--redis", "redis://127.0.0.1/", "--redis-cluster", seeds]);
+        assert!(both.contains("cannot be used with"), "{both}");
+        let twice = error(&["--redis-cluster", seeds, "--redis-cluster", seeds]);
+        assert!(twice.contains("cannot be used multiple times"), "{twice}");
+        let bare = error(&["--redis-cluster", "redis://127.0.0.1:7000,127.0.0.1:7001"]);
+        assert!(
+            bare.contains(
+                "`127.0.0.1:7001` is not a Redis Cluster node's URL; expected e.g. redis://127.0.0.1:7000"
+            ),
+            "{bare}"
+        );
+        assert!(error(&["--redis-cluster", "unix:///tmp/redis.sock"])
+            .contains("is not a Redis Cluster node's URL"));
+        assert!(error(&["--redis-cluster", seeds, "--capacity", "10"])
+            .contains("--capacity: with --redis-cluster the keys live in Redis"));
+        assert!(error(&["--no-limit", "--redis-cluster", seeds])
+            .contains("--redis-cluster configures the rate limiter"));
     }
 
     #[test]

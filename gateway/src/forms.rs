@@ -189,6 +189,22 @@ pub(crate) fn redis_url(text: &str) -> Result<String, String> {
     }
 }
 
+/// A seed node of a Redis Cluster: a node's URL over TCP (a cluster has no Unix socket, and
+/// one database, 0, which the library checks when the limiter is built).
+pub(crate) fn redis_seed(text: &str) -> Result<String, String> {
+    if ["redis://", "rediss://"]
+        .iter()
+        .any(|scheme| text.starts_with(scheme))
+    {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not a Redis Cluster node's URL; expected e.g. redis://127.0.0.1:7000 \
+             (or redis://:password@host:port), several separated by commas"
+        ))
+    }
+}
+
 /// An upstream base: `http://host:port`, nothing after it (each request's own path and query
 /// are forwarded as they are, so a base path would be dropped).
 pub(crate) fn upstream(text: &str) -> Result<Uri, String> {

@@ -30,7 +30,7 @@ pub(crate) struct HeldLimiter {
     limiter: Arc<dyn Any + Send + Sync>,
     /// The keys an in-memory limiter holds.
     keys: Option<Arc<dyn Fn() -> usize + Send + Sync>>,
-    /// A Redis route's limiter, for the start-up check.
+    /// A Redis route's limiter, for the start-up check and the per-second report.
     pub(crate) redis: Option<Arc<WatchedRedis>>,
 }
 
@@ -143,11 +143,11 @@ impl Build<'_> {
         let bad_quota = |e: QuotaError| format!("quota `{quota}`: {e}");
         let (capacity, when_full) = match self.store {
             Store::Table { capacity, when_full } => (*capacity, WhenFull::from(*when_full)),
-            Store::Redis { url, when_away } => {
+            Store::Redis { target, when_away } => {
                 let (limiter, fresh) = match self.kept_limiter::<WatchedRedis>() {
                     Some(limiter) => (limiter, false),
                     None => (
-                        Arc::new(WatchedRedis::connect(url, *when_away, self.route).await?),
+                        Arc::new(WatchedRedis::connect(target, *when_away, self.route).await?),
                         true,
                     ),
                 };

@@ -63,7 +63,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         None => None,
     };
     let table = Table::build(settings, None).await?;
-    redis::check_before_listening(&table).await?;
+    redis::check(&table, redis::Checked::Every).await?;
     let listener = serve::listen(table.settings.listen)?;
     let bound = listener
         .local_addr()
@@ -80,7 +80,11 @@ async fn run(flags: Flags) -> Result<(), String> {
     }
     let counters = Arc::new(Counters::default());
     let sampled = Arc::clone(&table);
-    Arc::clone(&counters).print_every_second(move || sampled.load().sample_keys());
+    Arc::clone(&counters).print_every_second(move || {
+        let table = sampled.load();
+        table.sample_keys();
+        redis::report(&table)
+    });
     serve::serve(listener, table, counters).await;
     Ok(())
 }

@@ -1,37 +1,41 @@
-//! Routes counted in Redis: their limiter, watched for decisions Redis did not make, and the
-//! check of the Redis configuration before the gateway listens.
+//! Routes counted in Redis (one server or a cluster): their limiter, watched for decisions
+//! Redis did not make and why, and the check of the Redis configuration before the gateway
+//! listens.
 
 use std::fmt::Display;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::distributed::{redacted_url, FailurePolicy, RedisAlgorithm, RedisLimiter};
+use tokio::task::JoinSet;
+use tollgate::distributed::{
+    FailurePolicy, RedisAlgorithm, RedisConfigError, RedisFailureCause, RedisLimiter,
+};
 use tollgate::middleware::{LimiterError, Origin, Policy, RateLimiter};
 use tollgate::{Decision, FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 
-use crate::counters::WITHOUT_REDIS;
 use crate::forms::{AlgorithmChoice, RedisAwayChoice};
 use crate::routing::Table;
-use crate::settings::RouteSettings;
+use crate::settings::{RedisTarget, RouteSettings, Store};
 
 /// How long a refused client waits before retrying while Redis is away.
 const AWAY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The Redis limiter, counting the decisions its failure policy made instead of Redis, which
-/// the gateway prints each second they happen.
+/// the gateway prints each second they happen, with the cause of the last failure.
 #[derive(Debug)]
 pub(crate) struct WatchedRedis {
     limiter: RedisLimiter,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// Decisions made without Redis since the last report.
+    without_redis: AtomicU64,
 }
 
 impl WatchedRedis {
-    /// The limiter of `route` on the Redis at `url`: its keys are `gateway:{route}:...`, so
-    /// every gateway with the same URL and route name shares one quota per key.
+    /// The limiter of `route` on `target`: its keys are `gateway:{route}:...`, so every gateway
+    /// on the same Redis (or cluster) with the same route name shares one quota per key.
     pub(crate) async fn connect(
-        url: &str,
+        target: &RedisTarget,
         when_away: RedisAwayChoice,
         route: &RouteSettings,
     ) -> Result<WatchedRedis, String> {
@@ -50,22 +54,39 @@ impl WatchedRedis {
             },
             RedisAwayChoice::Admit => FailurePolicy::FailOpen,
         };
-        let shown = redacted_url(url);
-        let limiter = RedisLimiter::builder(url, algorithm, policy)
+        let builder = match target {
+            RedisTarget::Single(url) => RedisLimiter::builder(url, algorithm, policy),
+            RedisTarget::Cluster(seeds) => RedisLimiter::cluster_builder(seeds, algorithm, policy),
+        };
+        // A cluster's seeds are asked for its topology here: seeds without cluster support are
+        // refused now, before the start-up check.
+        let limiter = builder
             .prefix(format!("gateway:{}:", route.name))
             .connect()
             .await
-            .map_err(|e| format!("Redis at {shown}: {e}"))?;
-        Ok(WatchedRedis { limiter, shown })
+            .map_err(|e| format!("{}: {}", target.shown(), said(target, &e)))?;
+        Ok(WatchedRedis {
+            limiter,
+            without_redis: AtomicU64::new(0),
+        })
     }
 
     /// The decision's `origin`, after counting it if Redis did not make it.
-    fn watched<T>(answer: Result<(T, Origin), LimiterError>) -> Result<(T, Origin), LimiterError> {
+    fn watched<T>(&self, answer: Result<(T, Origin), LimiterError>) -> Result<(T, Origin), LimiterError> {
         if let Ok((_, Origin::Uncounted | Origin::Fallback | Origin::FallbackSlot { .. })) = &answer {
             // Relaxed: a statistic, read once a second for a report.
-            WITHOUT_REDIS.fetch_add(1, Ordering::Relaxed);
+            self.without_redis.fetch_add(1, Ordering::Relaxed);
         }
         answer
+    }
+
+    /// The decisions made without Redis since the last call, and the cause of the last failure
+    /// to reach it (`None` when Redis never failed).
+    fn take_report(&self) -> (u64, Option<RedisFailureCause>) {
+        // Relaxed: a statistic, read once a second for a report; nothing else is published
+        // through it.
+        let count = self.without_redis.swap(0, Ordering::Relaxed);
+        (count, self.limiter.last_failure())
     }
 }
 
@@ -81,7 +102,7 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
         cost: u64,
     ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
         let decided = self.limiter.decide_with_origin(key, cost);
-        async move { Self::watched(decided.await) }
+        async move { self.watched(decided.await) }
     }
 
     fn decide_within(
@@ -91,7 +112,7 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
         max_delay: Option<Duration>,
     ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
         let decided = self.limiter.decide_within(key, cost, max_delay);
-        async move { Self::watched(decided.await) }
+        async move { self.watched(decided.await) }
     }
 
     fn policy(&self) -> Policy {
@@ -103,29 +124,97 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
     }
 }
 
-/// Checks the Redis configuration of every Redis route before the gateway listens.
+/// Which routes [`check`] asks about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// Every Redis route: at start, before the gateway listens.
+    Every,
+    /// The Redis routes whose limiter is new in a reloaded table (a kept one was checked when
+    /// it was built).
+    New,
+}
+
+/// Asks Redis once for each Redis route (the library's `verify`: one peek of the route's own
+/// script, which writes nothing; on a cluster each seed's `CLUSTER INFO` first), all routes at
+/// once.
 ///
-/// The limiter's connection is made at its first decision, and a Redis that is away only
-/// shows as refusals: each route asks once now, so that a wrong address or password is said
-/// at start, as a warning (the gateway still starts, and answers by the failure policy until
-/// Redis does). This is the place for the library's start-up check of a Redis limiter, with
-/// its typed causes, when it lands: call it here, and fail the start on the causes that a
-/// retry cannot fix.
-pub(crate) async fn check_before_listening(table: &Table) -> Result<(), String> {
-    for (route, redis) in table.redis_routes() {
-        let probe = redis.limiter.peek_n("gateway-start", 0).await;
-        match probe.as_ref().map(|answer| answer.failure) {
-            Ok(None) => {}
-            Ok(Some(failure)) => eprintln!(
-                "tollgate-gateway: warning: route {route}: Redis at {} did not answer ({failure:?}); \
-                 requests are answered by the failure policy until it does",
-                redis.shown
-            ),
-            Err(error) => eprintln!(
-                "tollgate-gateway: warning: route {route}: Redis at {}: {error}",
-                redis.shown
-            ),
+/// A configuration no retry mends (a wrong or missing password, a database past the server's,
+/// a user without permission, seeds that are not a cluster) is an error, with its cause and
+/// what to fix: the gateway does not start (or a reload does not apply). One that may pass by
+/// itself (a refused connection, no answer in time, a cluster down) is a warning on stderr:
+/// the route answers by its failure policy until Redis answers.
+pub(crate) async fn check(table: &Table, which: Checked) -> Result<(), String> {
+    let Some(Store::Redis { target, when_away }) = table.settings.limits.as_ref().map(|l| &l.store) else {
+        return Ok(());
+    };
+    let mut asked = JoinSet::new();
+    for (at, route) in table.routes.iter().enumerate() {
+        let Some(redis) = &route.limiter.redis else {
+            continue;
+        };
+        if which == Checked::New && !route.fresh {
+            continue;
         }
+        let redis = Arc::clone(redis);
+        asked.spawn(async move { (at, redis.limiter.verify().await) });
+    }
+    let mut answers = Vec::with_capacity(asked.len());
+    while let Some(joined) = asked.join_next().await {
+        answers.push(joined.map_err(|e| format!("the check of Redis did not finish: {e}"))?);
+    }
+    answers.sort_by_key(|(at, _)| *at);
+    let meanwhile = match when_away {
+        RedisAwayChoice::Refuse => "refused (429, retry after 1 s)",
+        RedisAwayChoice::Admit => "forwarded, uncounted",
+    };
+    for (at, answer) in answers {
+        let Err(error) = answer else { continue };
+        let route = &table.routes[at].settings.name;
+        let shown = target.shown();
+        if !error.is_transient() {
+            return Err(format!("route `{route}`: {shown}: {}", said(target, &error)));
+        }
+        eprintln!(
+            "tollgate-gateway: warning: route {route}: {shown}: {}; its requests are {meanwhile} until Redis answers",
+            said(target, &error)
+        );
     }
     Ok(())
+}
+
+/// What `error` says, for a message that already names `target`: the cause alone where the
+/// error would name the one node again, and the gateway's flag where the library's message
+/// names its own API.
+fn said(target: &RedisTarget, error: &RedisConfigError) -> String {
+    match (target, error) {
+        (
+            RedisTarget::Single(_),
+            RedisConfigError::Unreachable { cause, .. } | RedisConfigError::Refused { cause, .. },
+        ) => cause.to_string(),
+        (_, RedisConfigError::NotACluster { .. }) => format!(
+            "{error} (in the gateway: --redis URL, or `url` in [redis], instead of --redis-cluster or `cluster`)"
+        ),
+        _ => error.to_string(),
+    }
+}
+
+/// The lines of this second's report: for each Redis route whose failure policy decided
+/// instead of Redis, how many times, and the cause of the last failure to reach Redis.
+pub(crate) fn report(table: &Table) -> Vec<String> {
+    let mut lines = Vec::new();
+    for route in &table.routes {
+        let Some(redis) = &route.limiter.redis else {
+            continue;
+        };
+        let (count, cause) = redis.take_report();
+        if count == 0 {
+            continue;
+        }
+        let cause = cause.map_or(String::new(), |cause| format!("; last failure: {cause}"));
+        lines.push(format!(
+            "decided without Redis (away or failing): {count} on route {}{cause}",
+            route.settings.name
+        ));
+    }
+    lines
 }

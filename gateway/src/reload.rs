@@ -13,6 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::file;
 use crate::flags::Flags;
 use crate::metrics;
+use crate::redis::{self, Checked};
 use crate::routing::Table;
 use crate::words::{fields_words, route_words, store_words};
 
@@ -105,7 +106,10 @@ async fn reload(
                 notes.push("metrics address changed: takes effect at the next start".to_owned());
                 settings.metrics = running.settings.metrics;
             }
-            let next = Table::build(settings, Some(&running)).await;
+            let next = match Table::build(settings, Some(&running)).await {
+                Ok(next) => redis::check(&next, Checked::New).await.map(|()| next),
+                Err(error) => Err(error),
+            };
             (next.map(|next| (next, notes)), Some(text))
         }
         Err(error) => (Err(error), std::fs::read_to_string(path).ok()),

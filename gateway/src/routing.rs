@@ -25,7 +25,6 @@ use tower::Service;
 use crate::counters::{Counters, Outcome};
 use crate::limiter::{self, HeldLimiter};
 use crate::metrics::RouteSeries;
-use crate::redis::WatchedRedis;
 use crate::settings::{RouteSettings, Settings};
 use crate::upstream::{Upstream, UpstreamBody};
 
@@ -118,14 +117,6 @@ impl Table {
     /// The route named `name`.
     pub(crate) fn route(&self, name: &str) -> Option<&Route> {
         self.routes.iter().find(|route| route.settings.name == name)
-    }
-
-    /// The routes counted in Redis, with their limiters.
-    pub(crate) fn redis_routes(&self) -> impl Iterator<Item = (&str, &WatchedRedis)> {
-        self.routes.iter().filter_map(|route| {
-            let redis = route.limiter.redis.as_deref()?;
-            Some((route.settings.name.as_str(), redis))
-        })
     }
 
     /// Sets each route's keys series to what its limiter holds now; a route no longer in the

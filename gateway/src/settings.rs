@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::{Method, Uri};
+use tollgate::distributed::redacted_url;
 use tollgate::middleware::RouteFilter;
 use tollgate::Quota;
 
@@ -40,8 +41,34 @@ pub(crate) enum Store {
         capacity: usize,
         when_full: WhenFullChoice,
     },
-    /// Redis, shared by every gateway with the same URL and route.
-    Redis { url: String, when_away: RedisAwayChoice },
+    /// Redis (one server or a cluster), shared by every gateway on it with the same route.
+    Redis {
+        target: RedisTarget,
+        when_away: RedisAwayChoice,
+    },
+}
+
+/// Which Redis a route counts in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RedisTarget {
+    /// One Redis, at this URL (`--redis`, `[redis] url`).
+    Single(String),
+    /// A Redis Cluster, found from these seed nodes (`--redis-cluster`, `[redis] cluster`).
+    Cluster(Vec<String>),
+}
+
+impl RedisTarget {
+    /// The target with its passwords hidden, for messages: `Redis at redis://:***@host:port/`,
+    /// `Redis Cluster at redis://host:7000, redis://host:7001`.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            RedisTarget::Single(url) => format!("Redis at {}", redacted_url(url)),
+            RedisTarget::Cluster(seeds) => {
+                let seeds: Vec<String> = seeds.iter().map(|seed| redacted_url(seed)).collect();
+                format!("Redis Cluster at {}", seeds.join(", "))
+            }
+        }
+    }
 }
 
 impl Store {

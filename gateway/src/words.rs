@@ -4,7 +4,7 @@
 use tollgate::distributed::redacted_url;
 
 use crate::forms::{KeyChoice, RedisAwayChoice, WhenFullChoice};
-use crate::settings::{FieldSettings, RouteSettings, Settings, Store};
+use crate::settings::{FieldSettings, RedisTarget, RouteSettings, Settings, Store};
 
 /// The banner: where it listens and forwards, each route, the store, the fields.
 pub(crate) fn banner(settings: &Settings, listening: std::net::SocketAddr) -> Vec<String> {
@@ -85,15 +85,25 @@ pub(crate) fn store_words(store: &Store) -> String {
             };
             format!("keys: in memory, up to {capacity} per route; when full, {full}")
         }
-        Store::Redis { url, when_away } => {
+        Store::Redis { target, when_away } => {
             let away = match when_away {
                 RedisAwayChoice::Refuse => "requests are refused (429, retry after 1 s)",
                 RedisAwayChoice::Admit => "requests are forwarded, uncounted",
             };
-            format!(
-                "keys: in Redis at {}, shared by every gateway on it; while Redis is away, {away}",
-                redacted_url(url)
-            )
+            match target {
+                RedisTarget::Single(url) => format!(
+                    "keys: in Redis at {}, shared by every gateway on it; while Redis is away, {away}",
+                    redacted_url(url)
+                ),
+                RedisTarget::Cluster(seeds) => {
+                    let seeds: Vec<String> = seeds.iter().map(|seed| redacted_url(seed)).collect();
+                    format!(
+                        "keys: in the Redis Cluster found from {}, each on the master of its slot, \
+                         shared by every gateway on the cluster; while the cluster is away, {away}",
+                        seeds.join(", ")
+                    )
+                }
+            }
         }
     }
 }

@@ -433,6 +433,11 @@ impl RedisServer {
     /// Starts one (`TOLLGATE_REDIS_SERVER`, or `redis-server` on `PATH`) and waits until it
     /// answers `PING`. A missing server is a failure, not a skip.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// [`start`](Self::start), with `extra` arguments (`--requirepass secret`, ...).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let port = free_port();
         let binary = std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
         let child = Command::new(&binary)
@@ -446,6 +451,7 @@ impl RedisServer {
                 "--appendonly",
                 "no",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -470,10 +476,11 @@ impl RedisServer {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        // A server started with `--requirepass` answers `-NOAUTH Authentication required.`: up.
         let mut reply = [0; 7];
         stream.write_all(b"PING\r\n").is_ok()
             && stream.read_exact(&mut reply).is_ok()
-            && &reply == b"+PONG\r\n"
+            && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
     }
 }
 
