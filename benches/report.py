@@ -146,9 +146,18 @@ TOLLGATE_DIRECT = [
     "tollgate_token_bucket",
     "tollgate_leaky_bucket",
     "tollgate_fixed_window",
+    "tollgate_fixed_window_wide",
     "tollgate_sliding_window",
+    "tollgate_sliding_window_wide",
     "tollgate_sliding_log",
 ]
+# A window whose limit does not fit one word beside its index takes a 128-bit state; its row is
+# shown against the one-word row of the same algorithm (no target: the targets are the one-word
+# decisions').
+WIDE_OF = {
+    "tollgate_fixed_window_wide": "tollgate_fixed_window",
+    "tollgate_sliding_window_wide": "tollgate_sliding_window",
+}
 # Each single-cell algorithm's stripped reference (benches/peers/src/minimal_*.rs); the sliding
 # log has none.
 REFERENCE = {
@@ -183,7 +192,9 @@ def direct(data):
         "Every row runs through the same never-inlined loop "
         "(`benches/peers/src/timing.rs`); ratios divide this row's time by the named row's, same "
         "clock, same path. The references (`minimal_*`) are each algorithm's decision stripped "
-        "of what a real limiter adds (`benches/peers/src/minimal_gcra.rs`, `minimal_windows.rs`).",
+        "of what a real limiter adds (`benches/peers/src/minimal_gcra.rs`, `minimal_windows.rs`); "
+        "a `_wide` row (a limit too large for one word: a 128-bit state) is divided by the "
+        "one-word row of its algorithm instead.",
         "",
     ]
     floor_rows = []
@@ -207,7 +218,7 @@ def direct(data):
             cells = [limiter, path]
             for clock in CLOCKS:
                 this = rows[clock].get(f"{limiter}/{path}")
-                reference = rows[clock].get(f"{REFERENCE.get(limiter)}/{path}")
+                reference = rows[clock].get(f"{REFERENCE.get(limiter, WIDE_OF.get(limiter))}/{path}")
                 governor = rows[clock].get(f"governor/{path}")
                 cells += [
                     ns(value(this)),
@@ -356,9 +367,38 @@ def keyed(data):
             pictures[f"bench-keys-{clock}.svg"] = keys_chart(groups, clock)
         except ValueError as error:
             print(f"no keys picture: {error}", file=sys.stderr)
+    lines += keyed_wide_lines(groups)
     if pictures:
         lines += ["", picture_line(pictures, "Keyed decision cost against live keys")]
     return Section("Keyed limiters", lines, pictures, targets, noise_summary("Keyed limiters", groups))
+
+
+KEYED_WIDE = ["tollgate_sliding_window_wide", "tollgate_fixed_window_wide"]
+
+
+def keyed_wide_lines(groups):
+    """The windows with a 128-bit state (the locked table), beside the token bucket's lock-free
+    rows of the same scenarios."""
+    rows = []
+    for clock in CLOCKS:
+        for group, key, label in [("hot_key", "1_key", "hot key"), ("round_robin", "1000", "1,000 keys"),
+                                  ("round_robin", "10000", "10,000 keys")]:
+            found = groups.get(f"keyed/{clock}/{group}", {})
+            bucket = found.get(f"tollgate/{key}")
+            cells = [clock, label, ns(value(bucket))]
+            for name in KEYED_WIDE:
+                wide = found.get(f"{name}/{key}")
+                cells += [ns(value(wide)), times(value(wide), value(bucket))]
+            if any(cell != "-" for cell in cells[3:]):
+                rows.append(cells)
+    if not rows:
+        return []
+    return [
+        "",
+        "Window limits too large for one word (a 128-bit state per key, in a table under a short "
+        "per-key lock; `u32::MAX` per 1,000 s), beside the lock-free token bucket's row:",
+        "",
+    ] + table(["clock", "scenario", "token bucket", "sliding, wide", "÷ bucket", "fixed, wide", "÷ bucket"], rows)
 
 
 def keys_chart(groups, clock):
@@ -526,6 +566,51 @@ def redis(data):
     return Section("Redis", lines, noise=noise)
 
 
+# Redis Cluster ---------------------------------------------------------------------------------
+
+
+def redis_cluster(data):
+    rows = data["rows"]
+    by = {(row["operation"], row["target"], row["tasks"]): row for row in rows}
+    operations = list(dict.fromkeys(row["operation"] for row in rows))
+    lines = [
+        f"Each script through `RedisLimiter` on one Redis and on a Redis Cluster of three masters "
+        f"(each with a replica) on this machine, over {data['keys']:,} keys, at 1 and 50 concurrent "
+        f"tasks of one client (best of {data['rounds']} rounds of {data['seconds_per_row']:g} s). "
+        "`server µs` is Redis' own time per call (`INFO commandstats`), over every master for the "
+        "cluster; `masters` gives each master's. `WAIT 1` rows wait for one replica after each call.",
+        "",
+    ]
+    table_rows = []
+    for operation in operations:
+        cells = [operation]
+        for target in ["single", "cluster"]:
+            for tasks in [1, 50]:
+                row = by.get((operation, target, tasks))
+                cells.append(f"{row['decisions_per_second']:,.0f}" if row else "-")
+        single = by.get((operation, "single", 50))
+        cluster = by.get((operation, "cluster", 50))
+        cells.append(f"{single['server_us_per_call']:.2f}" if single else "-")
+        cells.append(f"{cluster['server_us_per_call']:.2f}" if cluster else "-")
+        cells.append(
+            ", ".join(f"{node['server_us_per_call']:.2f}" for node in cluster["nodes"]) if cluster else "-"
+        )
+        table_rows.append(cells)
+    lines += table(
+        ["operation", "one Redis, 1 task/s", "50 tasks/s", "cluster, 1 task/s", "50 tasks/s",
+         "server µs, one", "cluster", "masters"],
+        table_rows,
+    )
+    lines += [
+        "",
+        "On this machine the client, the masters and their replicas share its cores: the 50-task "
+        "rows measure the machine, not a master. What one master can serve is about "
+        "1,000,000 / (server µs per call) calls a second, and a cluster of N masters on N "
+        "machines about N times that (a computation from the per-master column, not a measurement).",
+    ]
+    return Section("Redis Cluster", lines)
+
+
 # The tower layer -------------------------------------------------------------------------------
 
 TOWER_TARGET_COST = 5.0
@@ -576,6 +661,7 @@ SECTIONS = [
     ("churn.json", churn),
     ("threads.json", threads),
     ("redis.json", redis),
+    ("redis-cluster.json", redis_cluster),
     ("tower.json", tower),
 ]
 
