@@ -249,12 +249,20 @@ pub(crate) enum Reader {
     },
 }
 
-pub(crate) const GCRA_SCRIPT: &str = include_str!("gcra.lua");
-pub(crate) const FIXED_WINDOW_SCRIPT: &str = include_str!("fixed_window.lua");
-pub(crate) const SLIDING_WINDOW_SCRIPT: &str = include_str!("sliding_window.lua");
-pub(crate) const SLIDING_LOG_SCRIPT: &str = include_str!("sliding_log.lua");
-pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = include_str!("sliding_log_list.lua");
-pub(crate) const GCRA_REFUND_SCRIPT: &str = include_str!("gcra_refund.lua");
+/// A script's source: `prologue.lua` (the packed arguments unpacked, `now` read, a negative
+/// weight refused), then the body of the file named.
+macro_rules! script {
+    ($body:literal) => {
+        concat!(include_str!("prologue.lua"), include_str!($body))
+    };
+}
+
+pub(crate) const GCRA_SCRIPT: &str = script!("gcra.lua");
+pub(crate) const FIXED_WINDOW_SCRIPT: &str = script!("fixed_window.lua");
+pub(crate) const SLIDING_WINDOW_SCRIPT: &str = script!("sliding_window.lua");
+pub(crate) const SLIDING_LOG_SCRIPT: &str = script!("sliding_log.lua");
+pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = script!("sliding_log_list.lua");
+pub(crate) const GCRA_REFUND_SCRIPT: &str = script!("gcra_refund.lua");
 
 /// The buckets' refund script, shared by every limiter (its SHA-1 is computed once): a
 /// `'static` script lets a refund started from a destructor own its whole call.
@@ -331,4 +339,28 @@ fn at_most(
         });
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every script is the prologue and one body: `ARGV[1]` is unpacked, and a negative weight
+    /// refused, once, by the prologue's lines (a body that kept its own copy would unpack twice).
+    #[test]
+    fn every_script_is_the_prologue_then_its_body() {
+        let prologue = include_str!("prologue.lua");
+        for source in [
+            GCRA_SCRIPT,
+            FIXED_WINDOW_SCRIPT,
+            SLIDING_WINDOW_SCRIPT,
+            SLIDING_LOG_SCRIPT,
+            SLIDING_LOG_LIST_SCRIPT,
+            GCRA_REFUND_SCRIPT,
+        ] {
+            assert!(source.starts_with(prologue));
+            assert_eq!(source.matches("struct.unpack('<i8i8i8i8', ARGV[1])").count(), 1);
+            assert_eq!(source.matches("if cost < 0").count(), 1);
+        }
+    }
 }
