@@ -163,7 +163,6 @@ impl RedisAlgorithm {
                         max: MAX_LOG_LIMIT,
                     });
                 }
-                // The list keeps the first encoding's name: instances of both versions share it.
                 // Each script also reads the other encoding's key when its own is missing (the
                 // quota crossed PACKED_LOG_LIMIT): its units still count.
                 let (suffix, other) = if a.limit() <= PACKED_LOG_LIMIT {
@@ -194,12 +193,10 @@ impl RedisAlgorithm {
 /// A validated script call: the script, the key suffix, the two parameters after the common
 /// first argument (`cost`), and how to read the reply.
 ///
-/// The suffixes end in the state's encoding: `2` for packed integers (the first was decimal text
-/// and, for the log, a list), `3` for the windows, whose states also hold the window's length
-/// (so that a quota whose window changed reads them: `docs/distributed.md`, "Changing a
-/// quota"). A key written in an earlier encoding is never read, so instances of two versions in
-/// one fleet count apart during an upgrade instead of failing. A log above [`PACKED_LOG_LIMIT`]
-/// is still the first encoding's list, under its first name.
+/// The suffix names the algorithm (`tb2`, `lb2`, `fw3`, `sw3`; a log's `log2`, packed, or
+/// `log`, a list above [`PACKED_LOG_LIMIT`]), so that two algorithms never read each other's
+/// state. The windows' states also hold the window's length, so that a quota whose window
+/// changed reads them (`docs/distributed.md`, "Changing a quota").
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: LuaScript,

@@ -12,14 +12,9 @@
 --          string again. Records that left the window stay at the front (the search for the
 --          window's first record gallops past them) until an admission that adds a record finds
 --          them at least a sixteenth of those still in the window: that one rewrites the log
---          without them (`PSETEX`). A log then holds at most `limit + limit / 16` records
---          (the previous rule, `limit + min(limit, 16)`, is still the bound when instances of
---          both versions write a key). Scripts that drop them at every admission (the first
---          version of this encoding) read the same keys, and this one reads theirs. On a
---          client's time the log may end with one record of no unit: the latest time a refusal
---          was decided at, after the newest unit (scripts before it read it as a record of no
---          unit, so they too decide at or after it; they may answer a reset-after from it, later
---          than the newest unit's).
+--          without them (`PSETEX`). A log then holds at most `limit + limit / 16` records. On
+--          a client's time the log may end with one record of no unit: the latest time a
+--          refusal was decided at, after the newest unit.
 -- KEYS[2]  the same client key's log in the other encoding: a list of admission times, one per
 --          unit (sliding_log_list.lua), written while the limit was above 256. Read only when
 --          KEYS[1] does not exist: its units in the window count here (the quota crossed 256),

@@ -5,8 +5,7 @@
 -- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
 --          (so at most `limit` entries once the expired ones are dropped). On a client's time it
 --          may end with one marker, not a unit: the latest time a refusal was decided at, after
---          every unit, written with a '.0' (scripts before it read it as a unit at that time:
---          stricter, never looser).
+--          every unit, written with a '.0'.
 -- KEYS[2]  the same client key's log in the other encoding: one packed string
 --          (sliding_log.lua), written while the limit was at most 256. Read only when KEYS[1]
 --          does not exist: its units in the window count here (the quota crossed 256), and an
@@ -71,9 +70,8 @@ if length == 0 and KEYS[2] then
   if log then
     local read, wrap = struct.unpack, 4294967296
     local records = (#log - 16) / 12
-    -- A valid packed log holds at most 272 records (`limit + min(limit, 16)`, limit <= 256):
-    -- past 2^20, no state of ours, and every sum of units below (each under 2^32) stays below
-    -- 2^53.
+    -- A packed log holds at most 272 records (`limit + limit / 16`, limit <= 256): past 2^20,
+    -- no state of ours, and every sum of units below (each under 2^32) stays below 2^53.
     if records < 1 or records % 1 ~= 0 or records > 1048576 then
       return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
     end
