@@ -215,7 +215,6 @@ pub(crate) struct Program {
 impl Reader {
     /// The emission interval the script runs a bucket at (rounded up to whole microseconds);
     /// `None` for the windows and the log.
-    #[cfg(feature = "tower")]
     pub(crate) fn bucket_interval(&self) -> Option<Duration> {
         match self {
             Reader::TokenBucket(bucket) => Some(bucket.emission_interval()),
