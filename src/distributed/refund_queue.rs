@@ -4,14 +4,17 @@
 //! queue (`gcra_refund.lua` compares), so clients D, C and B leaving in that order give back all
 //! three only if Redis runs D's refund before C's and C's before B's. A task per refund lets a
 //! multi-threaded runtime send them in any order, and then all but one can find the queue ending
-//! elsewhere and give nothing back (a review lost a refund in 24 to 76 of 200 such rounds).
+//! elsewhere and give nothing back: with a task per refund, 24 to 76 of 200 such rounds lose a
+//! refund on a multi-threaded runtime (`tests/redis/refund_layer.rs`,
+//! `slots_given_back_from_the_end_of_the_queue_all_come_back`, checks that none is lost).
 //!
 //! So each key's refunds form a chain: the first starts a task on the caller's runtime, which
 //! sends it and then every refund of that key queued behind it meanwhile, one round trip at a
-//! time, and ends when none is left. Keys do not wait for each other (one queue for every key
-//! made a refund wait behind thousands of others, until a new request had taken the slot after
-//! its own and it gave nothing back: a review), and each chain runs on a runtime that is running
-//! a refund of its key.
+//! time, and ends when none is left. Keys do not wait for each other (with one queue for every
+//! key, a refund waits behind thousands of others, until a new request has taken the slot after
+//! its own and it gives nothing back; `a_keys_refund_does_not_wait_for_other_keys_refunds`
+//! checks that it does not), and each chain runs on a runtime that is running a refund of its
+//! key.
 //!
 //! The refunds waiting are bounded, per key ([`MOST_WAITING_PER_KEY`]) and all keys together
 //! ([`MOST_WAITING`]): where clients leave faster than Redis answers (a slow server, a deadline

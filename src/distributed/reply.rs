@@ -345,9 +345,9 @@ mod tests {
         );
         assert_eq!(fixed_window(10, 1, 9, 2_000, 3), None);
         let window = SlidingWindow::new("100/min".parse().unwrap()).unwrap();
-        // The seed's example: 80 before, 30 now, 15 s into the window: admitted, 9 remain.
-        let seed = sliding_window(&window, 1, 80, 30, -15_000_000, 1).unwrap();
-        assert_eq!(seed.remaining(), 9);
+        // The usual worked example: 80 before, 30 now, 15 s into the window: admitted, 9 remain.
+        let example = sliding_window(&window, 1, 80, 30, -15_000_000, 1).unwrap();
+        assert_eq!(example.remaining(), 9);
         assert_eq!(sliding_window(&window, 0, 80, 30, -15_000_000, 1), None);
     }
 
