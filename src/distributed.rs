@@ -52,14 +52,14 @@ mod cause;
 mod classify;
 mod connection;
 mod error;
+// The tower layer's adapter (`RateLimiter` for `RedisLimiter`, and the queue of its refunds),
+// on the limiter's public API.
 #[cfg(feature = "tower")]
 mod layer;
 mod limiter;
 mod policy;
 mod redacted;
 mod refund;
-#[cfg(feature = "tower")]
-mod refund_queue;
 mod reply;
 mod reset;
 mod script;

@@ -16,8 +16,6 @@ use super::connection::Connection;
 use super::error::{RedisCheckError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
-#[cfg(feature = "tower")]
-use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
 use crate::{CostTooLarge, Decision, Timestamp};
@@ -99,9 +97,6 @@ pub struct RedisLimiter {
     /// One breaker, or one per slot group of a cluster; shared with the refunds in flight (see
     /// [`Refund`]).
     pub(super) breakers: Arc<Breakers>,
-    /// The tower layer's refunds, each key's sent in the order given back.
-    #[cfg(feature = "tower")]
-    pub(super) refunds: RefundQueue,
 }
 
 impl RedisLimiter {
@@ -255,12 +250,6 @@ impl RedisLimiter {
             slot_end: end,
             deadline: self.deadline,
         }))
-    }
-
-    /// The queue of the tower layer's refunds (see [`RefundQueue`]).
-    #[cfg(feature = "tower")]
-    pub(super) fn refunds(&self) -> &RefundQueue {
-        &self.refunds
     }
 
     /// The algorithm and its parameters.
