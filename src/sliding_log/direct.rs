@@ -9,7 +9,7 @@ use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Decision, Timestamp};
 
 /// A [`SlidingLog`] for one stream of requests, shared by every thread that holds a reference
@@ -182,14 +182,22 @@ impl<C: Clock> LogLimiter<C> {
     /// The critical section: decide and record under one lock.
     #[inline]
     fn decide(&self, now: u64, cost: u64) -> Decision {
-        let mut state = lock(&self.state);
+        let state = lock(&self.state);
         let verdict = self.log.decide(&state, now, cost);
-        if verdict.record && self.faults().unlocks_before_record() {
-            drop(state);
-            state = lock(&self.state);
-        }
+        let mut state = self.keep_locked(state, verdict.record);
         state.apply(&verdict, cost, self.log.window);
         verdict.decision
+    }
+
+    /// The lock a decision holds, kept to record what it decided (`record`: its units). The
+    /// broken twin `unlock_before_record` releases it and takes it again in between.
+    #[inline(always)]
+    fn keep_locked<'a>(&'a self, state: MutexGuard<'a, LogState>, record: bool) -> MutexGuard<'a, LogState> {
+        if record && self.faults().unlocks_before_record() {
+            drop(state);
+            return lock(&self.state);
+        }
+        state
     }
 }
 
