@@ -4,9 +4,9 @@
 //! queue (`gcra_refund.lua` compares), so clients D, C and B leaving in that order give back all
 //! three only if Redis runs D's refund before C's and C's before B's. A task per refund lets a
 //! multi-threaded runtime send them in any order, and then all but one can find the queue ending
-//! elsewhere and give nothing back: with a task per refund, 24 to 76 of 200 such rounds lose a
-//! refund on a multi-threaded runtime (`tests/redis/refund_layer.rs`,
-//! `slots_given_back_from_the_end_of_the_queue_all_come_back`, checks that none is lost).
+//! elsewhere and give nothing back: 24 to 76 of 200 such rounds lose a refund so
+//! (`tests/redis/refund_layer.rs`, `slots_given_back_from_the_end_of_the_queue_all_come_back`,
+//! checks that none is lost).
 //!
 //! So each key's refunds form a chain: the first starts a task on the caller's runtime, which
 //! sends it and then every refund of that key queued behind it meanwhile, one round trip at a
