@@ -7,7 +7,8 @@ admission-heavy loads.
 Starts its own redis-server on a free loopback port (`--save "" --appendonly no`), then, per
 round, runs the plain token bucket script (`PLAIN_BUCKET_SCRIPT`, read from
 benches/redis_speed.rs: HMGET of the tokens and the last update, refill, HSET, EXPIRE; whole-second
-client time, capacity BUCKET_LIMIT (default 10), 2 per second) and each SCRIPT (default:
+client time, capacity BUCKET_LIMIT (default 10), 2 per second) and each SCRIPT (a script's body,
+run after src/distributed/prologue.lua as the limiter builds it; default:
 src/distributed/sliding_log.lua) for 2 s each: 50 pipelined EVALSHA calls at a time over 10,000
 keys, on the server's clock, the log with window W microseconds (default 5,000,000) and limit L
 (default 10), after `FLUSHALL` and a short warm-up. Prints calls per second, the share admitted
@@ -214,6 +215,7 @@ def measure(port, source, request, name, seconds=2.0, batch=50, keys=10_000, pre
 def main(args):
     rounds = int(args[0]) if args else 3
     scripts = args[1:] or [os.path.join(ROOT, "src", "distributed", "sliding_log.lua")]
+    prologue = open(os.path.join(ROOT, "src", "distributed", "prologue.lua")).read()
     benchmark = os.environ.get("MIX") == "benchmark"
     # The benchmark's mix: its quota (10/5s), its two keys per call, its rate.
     window = 5_000_000 if benchmark else int(os.environ.get("W", "5000000"))
@@ -243,7 +245,8 @@ def main(args):
             best.setdefault("plain Lua token bucket", []).append(measure(port, bucket, bucket_request, "plain Lua token bucket", keys=keys, rate=rate, warmup=warmup))
             for path in scripts:
                 name = os.path.basename(path)
-                best.setdefault(name, []).append(measure(port, open(path).read(), log_request, name, keys=keys, rate=rate, signed=True, warmup=warmup))
+                source = prologue + open(path).read()
+                best.setdefault(name, []).append(measure(port, source, log_request, name, keys=keys, rate=rate, signed=True, warmup=warmup))
         mix = f"the benchmark's mix, {keys} keys at {rate:.0f} calls/s" if benchmark else "one key per call"
         print(f"W={window} us, L={limit}, {mix}; best usec_per_call of {rounds} rounds:")
         for name, values in best.items():

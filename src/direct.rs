@@ -13,6 +13,100 @@ use crate::sync::{AtomicU128, AtomicU64};
 use crate::time::duration_to_nanos_saturating;
 use crate::{cell, Decision, Timestamp};
 
+/// The decision methods of an un-keyed limiter, written once for [`DirectLimiter`] and
+/// [`LogLimiter`](crate::LogLimiter), inside each one's `impl<.., C: Clock>`: `check`, `check_n`,
+/// `peek`, `peek_n`, each `_at` a time the caller supplies, and `clock`. The limiter has a field
+/// `clock: C` and three private methods:
+///
+/// - `fits(&self, cost: u64) -> Result<(), CostTooLarge>`: `cost` is at most its capacity;
+/// - `decide(&self, now: Timestamp, cost: u64) -> Decision`: decides and counts;
+/// - `peek_decision(&self, now: Timestamp, cost: u64) -> Decision`: the same, counting nothing.
+///
+/// Each method is the forwarding line it would be written by hand: the generated code is the
+/// same (`docs/design.md`, "Sliding window log").
+macro_rules! decision_methods {
+    () => {
+        /// Decides one request of weight 1 now, and counts it if admitted.
+        #[inline]
+        pub fn check(&self) -> $crate::Decision {
+            self.check_at(self.clock.now())
+        }
+
+        /// Decides one request of weight `cost` now, and counts it if admitted.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge) when `cost` exceeds the
+        /// [capacity](Self::capacity): such a request could never pass. The state is not
+        /// touched.
+        #[inline]
+        pub fn check_n(&self, cost: u64) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.check_n_at(cost, self.clock.now())
+        }
+
+        /// What [`check`](Self::check) would answer now, without counting anything.
+        #[inline]
+        pub fn peek(&self) -> $crate::Decision {
+            self.peek_at(self.clock.now())
+        }
+
+        /// What [`check_n`](Self::check_n) would answer now, without counting anything.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn peek_n(&self, cost: u64) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.peek_n_at(cost, self.clock.now())
+        }
+
+        /// [`check`](Self::check) at a time the caller supplies instead of the clock's.
+        #[inline]
+        pub fn check_at(&self, now: $crate::Timestamp) -> $crate::Decision {
+            // Every capacity is at least 1.
+            self.decide(now, 1)
+        }
+
+        /// [`check_n`](Self::check_n) at a time the caller supplies.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn check_n_at(
+            &self,
+            cost: u64,
+            now: $crate::Timestamp,
+        ) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.decide(now, cost))
+        }
+
+        /// [`peek`](Self::peek) at a time the caller supplies.
+        #[inline]
+        pub fn peek_at(&self, now: $crate::Timestamp) -> $crate::Decision {
+            self.peek_decision(now, 1)
+        }
+
+        /// [`peek_n`](Self::peek_n) at a time the caller supplies.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn peek_n_at(
+            &self,
+            cost: u64,
+            now: $crate::Timestamp,
+        ) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.peek_decision(now, cost))
+        }
+
+        /// The clock.
+        pub fn clock(&self) -> &C {
+            &self.clock
+        }
+    };
+}
+pub(crate) use decision_methods;
+
 /// A limiter for one stream of requests (the whole service, one upstream, one tenant), shared
 /// by every thread that holds a reference to it.
 ///
@@ -73,69 +167,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         }
     }
 
-    /// Decides one request of weight 1 now, and counts it if admitted.
-    #[inline]
-    pub fn check(&self) -> Decision {
-        self.check_at(self.clock.now())
-    }
-
-    /// Decides one request of weight `cost` now, and counts it if admitted.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`] when `cost` exceeds the [capacity](Self::capacity): such a request could
-    /// never pass. The state is not touched.
-    #[inline]
-    pub fn check_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.check_n_at(cost, self.clock.now())
-    }
-
-    /// What [`check`](Self::check) would answer now, without counting anything.
-    #[inline]
-    pub fn peek(&self) -> Decision {
-        self.peek_at(self.clock.now())
-    }
-
-    /// What [`check_n`](Self::check_n) would answer now, without counting anything.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.peek_n_at(cost, self.clock.now())
-    }
-
-    /// [`check`](Self::check) at a time the caller supplies instead of the clock's.
-    #[inline]
-    pub fn check_at(&self, now: Timestamp) -> Decision {
-        // Every algorithm's capacity is at least 1.
-        self.decide(now, 1)
-    }
-
-    /// [`check_n`](Self::check_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn check_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.decide(now, cost))
-    }
-
-    /// [`peek`](Self::peek) at a time the caller supplies.
-    #[inline]
-    pub fn peek_at(&self, now: Timestamp) -> Decision {
-        self.peek_decision(now, 1)
-    }
-
-    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.peek_decision(now, cost))
-    }
+    decision_methods!();
 
     /// Gives back `cost` units admitted earlier and never used: the next request may take their
     /// place. Returns whether anything was given back. For a shaped request whose client left
@@ -314,11 +346,6 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &A {
         &self.algorithm
-    }
-
-    /// The clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
     }
 
     /// The raw packed state word (for diagnostics and tests); for a

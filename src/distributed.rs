@@ -31,9 +31,10 @@
 //!   [`RedisLimiterBuilder::connect_checked`] ask Redis once at start and answer a typed
 //!   [`RedisConfigError`] that says what to fix.
 //! - **Refunds**: [`RedisLimiter::refund_n`] gives a bucket's unused units back to the fleet (one
-//!   more script call, best effort), as the local `refund_n`; for a shaped request abandoned
-//!   before its slot the tower layer starts the same call in the background, with the slot's
-//!   end, so that the slot goes back only while it still ends the key's queue.
+//!   more script call, best effort), as the local `refund_n`; [`RedisLimiter::refund_slot`]
+//!   gives back a shaped request's slot, named by [`RedisLimiter::check_slot`], only while it
+//!   still ends the key's queue. The tower layer starts that call in the background for a
+//!   shaped request abandoned before its slot.
 //! - **Resets**: [`RedisLimiter::reset`] forgets a key for the whole fleet (and in this
 //!   instance's fallback), in one script call that answers whether the key was still being
 //!   limited, by the algorithm's own decision rule; a reset that does not reach Redis is a
@@ -51,14 +52,14 @@ mod cause;
 mod classify;
 mod connection;
 mod error;
+// The tower layer's adapter (`RateLimiter` for `RedisLimiter`, and the queue of its refunds),
+// on the limiter's public API.
 #[cfg(feature = "tower")]
 mod layer;
 mod limiter;
 mod policy;
 mod redacted;
 mod refund;
-#[cfg(feature = "tower")]
-mod refund_queue;
 mod reply;
 mod reset;
 mod script;

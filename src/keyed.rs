@@ -45,6 +45,128 @@ pub enum WhenFull {
     Admit,
 }
 
+/// The decision methods of a keyed limiter, written once for [`KeyedLimiter`] and
+/// [`KeyedLogLimiter`](crate::KeyedLogLimiter), inside each one's `impl<K: Hash + ?Sized, ..,
+/// C: Clock>` (`$key` names its key type): `check`, `check_n`, `peek`, `peek_n`, each `_at` a
+/// time the caller supplies, and `clock`, `when_full`, `full_policy`, `is_empty`. The limiter
+/// has the fields `clock: C` and `when_full: WhenFull`, and four private methods:
+///
+/// - `fits(&self, cost: u64) -> Result<(), CostTooLarge>`: `cost` is at most the algorithm's
+///   capacity;
+/// - `decide(&self, key, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision`: decides and
+///   counts, inserting the key if it is absent, with the time `now` gives (read where the
+///   limiter's decision path reads it: `KeyedLimiter` once the key's home slot is known);
+/// - `peek_decision(..)`, with the same arguments: the same, counting and inserting nothing;
+/// - `len(&self) -> usize`: the keys held.
+///
+/// Each method is the forwarding line it would be written by hand: the generated code is the
+/// same (`docs/design.md`, "Sliding window log").
+macro_rules! decision_methods {
+    ($key:ty) => {
+        /// Decides one request of weight 1 for `key` now, and counts it if admitted.
+        #[inline]
+        pub fn check(&self, key: &$key) -> $crate::Decision {
+            self.decide(key, || self.clock.now(), 1)
+        }
+
+        /// Decides one request of weight `cost` for `key` now, and counts it if admitted.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge) when `cost` exceeds the algorithm's capacity
+        /// (the heaviest request it can ever pass; a log's limit). Nothing is inserted.
+        #[inline]
+        pub fn check_n(&self, key: &$key, cost: u64) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.decide(key, || self.clock.now(), cost))
+        }
+
+        /// What [`check`](Self::check) would answer now, without counting or inserting
+        /// anything.
+        #[inline]
+        pub fn peek(&self, key: &$key) -> $crate::Decision {
+            self.peek_decision(key, || self.clock.now(), 1)
+        }
+
+        /// What [`check_n`](Self::check_n) would answer now, without counting or inserting
+        /// anything.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn peek_n(&self, key: &$key, cost: u64) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.peek_decision(key, || self.clock.now(), cost))
+        }
+
+        /// [`check`](Self::check) at a time the caller supplies.
+        #[inline]
+        pub fn check_at(&self, key: &$key, now: $crate::Timestamp) -> $crate::Decision {
+            // Every capacity is at least 1.
+            self.decide(key, || now, 1)
+        }
+
+        /// [`check_n`](Self::check_n) at a time the caller supplies.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn check_n_at(
+            &self,
+            key: &$key,
+            cost: u64,
+            now: $crate::Timestamp,
+        ) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.decide(key, || now, cost))
+        }
+
+        /// [`peek`](Self::peek) at a time the caller supplies.
+        #[inline]
+        pub fn peek_at(&self, key: &$key, now: $crate::Timestamp) -> $crate::Decision {
+            self.peek_decision(key, || now, 1)
+        }
+
+        /// [`peek_n`](Self::peek_n) at a time the caller supplies.
+        ///
+        /// # Errors
+        /// [`CostTooLarge`](crate::CostTooLarge), as for `check_n`.
+        #[inline]
+        pub fn peek_n_at(
+            &self,
+            key: &$key,
+            cost: u64,
+            now: $crate::Timestamp,
+        ) -> Result<$crate::Decision, $crate::CostTooLarge> {
+            self.fits(cost)?;
+            Ok(self.peek_decision(key, || now, cost))
+        }
+
+        /// The clock.
+        pub fn clock(&self) -> &C {
+            &self.clock
+        }
+
+        /// The same limiter with another policy for new keys when the table is full.
+        pub fn when_full(self, policy: $crate::WhenFull) -> Self {
+            Self {
+                when_full: policy,
+                ..self
+            }
+        }
+
+        /// The policy for new keys when the table is full.
+        pub fn full_policy(&self) -> $crate::WhenFull {
+            self.when_full
+        }
+
+        /// Whether the table holds no key.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    };
+}
+pub(crate) use decision_methods;
+
 /// A rate limiter per key, for any `K: Hash + Eq` (`u64`, `IpAddr`, `str`, `[u8]`...).
 ///
 /// Every key gets its own instance of the algorithm, all sharing one fixed-capacity table:
@@ -175,14 +297,6 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         })
     }
 
-    /// The same limiter with another policy for new keys when the table is full.
-    pub fn when_full(self, policy: WhenFull) -> Self {
-        KeyedLimiter {
-            when_full: policy,
-            ..self
-        }
-    }
-
     /// The same limiter with steps of its protocol left out: loom's broken twins only.
     #[cfg(tollgate_loom)]
     #[doc(hidden)]
@@ -204,70 +318,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         }
     }
 
-    /// Decides one request of weight 1 for `key` now, and counts it if admitted.
-    #[inline]
-    pub fn check(&self, key: &K) -> Decision {
-        self.decide(key, || self.clock.now(), 1)
-    }
-
-    /// Decides one request of weight `cost` for `key` now, and counts it if admitted.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`] when `cost` exceeds the algorithm's capacity. Nothing is inserted.
-    #[inline]
-    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.decide(key, || self.clock.now(), cost))
-    }
-
-    /// What [`check`](Self::check) would answer now, without counting or inserting anything.
-    #[inline]
-    pub fn peek(&self, key: &K) -> Decision {
-        self.peek_decision(key, || self.clock.now(), 1)
-    }
-
-    /// What [`check_n`](Self::check_n) would answer now, without counting or inserting anything.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.peek_decision(key, || self.clock.now(), cost))
-    }
-
-    /// [`check`](Self::check) at a time the caller supplies.
-    #[inline]
-    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
-        // Every algorithm's capacity is at least 1.
-        self.decide(key, || now, 1)
-    }
-
-    /// [`check_n`](Self::check_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn check_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.decide(key, || now, cost))
-    }
-
-    /// [`peek`](Self::peek) at a time the caller supplies.
-    #[inline]
-    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
-        self.peek_decision(key, || now, 1)
-    }
-
-    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.peek_decision(key, || now, cost))
-    }
+    decision_methods!(K);
 
     /// Gives back `cost` units admitted earlier for `key` and never used, unconditionally.
     /// Returns whether anything was given back; an absent key has nothing to give back. See
@@ -459,11 +510,6 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         narrow + wide
     }
 
-    /// Whether the table holds no key.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The number of keys the table was built for, as passed to [`new`](Self::new).
     /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
     /// their slots are needed, up to [`slots`](Self::slots).
@@ -490,16 +536,6 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &A {
         &self.algorithm
-    }
-
-    /// The clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
-    }
-
-    /// The policy for new keys when the table is full.
-    pub fn full_policy(&self) -> WhenFull {
-        self.when_full
     }
 
     #[inline]

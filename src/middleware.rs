@@ -39,8 +39,8 @@
 //! - **Shaping**: with the [`LeakyBucket`](crate::LeakyBucket), an admitted request waits for
 //!   its slot (a tokio timer) before it is forwarded; a wait above
 //!   [`RateLimitBuilder::max_delay`] is refused (and the fields of the limiter's own decisions
-//!   count only the requests that maximum lets through; an admission by a stand-in, a Redis
-//!   limiter's local fallback, announces its share's own `r`); a client that leaves while
+//!   count only the requests that maximum lets through; an admission by a stand-in, a remote
+//!   store's local fallback, announces its share's own `r`); a client that leaves while
 //!   waiting, or before a limiter deciding elsewhere answered (the decision then finishes on
 //!   a task of its own), gives its slot back ([`RateLimiter::refund`]) if it is still the end
 //!   of the key's queue, else the slot passes unused, so that forwarded requests stay one

@@ -163,7 +163,6 @@ impl RedisAlgorithm {
                         max: MAX_LOG_LIMIT,
                     });
                 }
-                // The list keeps the first encoding's name: instances of both versions share it.
                 // Each script also reads the other encoding's key when its own is missing (the
                 // quota crossed PACKED_LOG_LIMIT): its units still count.
                 let (suffix, other) = if a.limit() <= PACKED_LOG_LIMIT {
@@ -194,12 +193,10 @@ impl RedisAlgorithm {
 /// A validated script call: the script, the key suffix, the two parameters after the common
 /// first argument (`cost`), and how to read the reply.
 ///
-/// The suffixes end in the state's encoding: `2` for packed integers (the first was decimal text
-/// and, for the log, a list), `3` for the windows, whose states also hold the window's length
-/// (so that a quota whose window changed reads them: `docs/distributed.md`, "Changing a
-/// quota"). A key written in an earlier encoding is never read, so instances of two versions in
-/// one fleet count apart during an upgrade instead of failing. A log above [`PACKED_LOG_LIMIT`]
-/// is still the first encoding's list, under its first name.
+/// The suffix names the algorithm (`tb2`, `lb2`, `fw3`, `sw3`; a log's `log2`, packed, or
+/// `log`, a list above [`PACKED_LOG_LIMIT`]), so that two algorithms never read each other's
+/// state. The windows' states also hold the window's length, so that a quota whose window
+/// changed reads them (`docs/distributed.md`, "Changing a quota").
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub(crate) script: LuaScript,
@@ -218,7 +215,6 @@ pub(crate) struct Program {
 impl Reader {
     /// The emission interval the script runs a bucket at (rounded up to whole microseconds);
     /// `None` for the windows and the log.
-    #[cfg(feature = "tower")]
     pub(crate) fn bucket_interval(&self) -> Option<Duration> {
         match self {
             Reader::TokenBucket(bucket) => Some(bucket.emission_interval()),
@@ -249,12 +245,20 @@ pub(crate) enum Reader {
     },
 }
 
-pub(crate) const GCRA_SCRIPT: &str = include_str!("gcra.lua");
-pub(crate) const FIXED_WINDOW_SCRIPT: &str = include_str!("fixed_window.lua");
-pub(crate) const SLIDING_WINDOW_SCRIPT: &str = include_str!("sliding_window.lua");
-pub(crate) const SLIDING_LOG_SCRIPT: &str = include_str!("sliding_log.lua");
-pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = include_str!("sliding_log_list.lua");
-pub(crate) const GCRA_REFUND_SCRIPT: &str = include_str!("gcra_refund.lua");
+/// A script's source: `prologue.lua` (the packed arguments unpacked, `now` read, a negative
+/// weight refused), then the body of the file named.
+macro_rules! script {
+    ($body:literal) => {
+        concat!(include_str!("prologue.lua"), include_str!($body))
+    };
+}
+
+pub(crate) const GCRA_SCRIPT: &str = script!("gcra.lua");
+pub(crate) const FIXED_WINDOW_SCRIPT: &str = script!("fixed_window.lua");
+pub(crate) const SLIDING_WINDOW_SCRIPT: &str = script!("sliding_window.lua");
+pub(crate) const SLIDING_LOG_SCRIPT: &str = script!("sliding_log.lua");
+pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = script!("sliding_log_list.lua");
+pub(crate) const GCRA_REFUND_SCRIPT: &str = script!("gcra_refund.lua");
 
 /// The buckets' refund script, shared by every limiter (its SHA-1 is computed once): a
 /// `'static` script lets a refund started from a destructor own its whole call.
@@ -331,4 +335,28 @@ fn at_most(
         });
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every script is the prologue and one body: `ARGV[1]` is unpacked, and a negative weight
+    /// refused, once, by the prologue's lines (a body that kept its own copy would unpack twice).
+    #[test]
+    fn every_script_is_the_prologue_then_its_body() {
+        let prologue = include_str!("prologue.lua");
+        for source in [
+            GCRA_SCRIPT,
+            FIXED_WINDOW_SCRIPT,
+            SLIDING_WINDOW_SCRIPT,
+            SLIDING_LOG_SCRIPT,
+            SLIDING_LOG_LIST_SCRIPT,
+            GCRA_REFUND_SCRIPT,
+        ] {
+            assert!(source.starts_with(prologue));
+            assert_eq!(source.matches("struct.unpack('<i8i8i8i8', ARGV[1])").count(), 1);
+            assert_eq!(source.matches("if cost < 0").count(), 1);
+        }
+    }
 }

@@ -12,8 +12,6 @@ use super::connection::{ClusterError, Connection};
 use super::error::RedisConfigError;
 use super::limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 use super::policy::FailurePolicy;
-#[cfg(feature = "tower")]
-use super::refund_queue::RefundQueue;
 use super::time::TimeSource;
 use super::verify::node_name;
 use super::RedisAlgorithm;
@@ -233,8 +231,6 @@ impl RedisLimiterBuilder {
             policy: self.policy,
             probe_interval: self.probe_interval,
             breakers: Arc::new(breakers),
-            #[cfg(feature = "tower")]
-            refunds: RefundQueue::default(),
         })
     }
 

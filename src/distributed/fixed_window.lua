@@ -3,26 +3,11 @@
 --          as 24 bytes (struct '<i8i8i8': index, count, w in microseconds). The length makes a
 --          state written under another window (the quota changed) readable: its index is in
 --          that window's units.
--- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
---          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
---          time (without it, the server's TIME): one packed argument costs the server less
---          than four numbers to parse.
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us], packed as prologue.lua reads it.
 -- ARGV[2]  present: a peek, decide without writing.
 -- Returns  24 bytes (struct '<i8i8i8'): admitted (1 or 0), the count before the request,
 --          microseconds to the window's end.
-local cost, window, limit, now
-if #ARGV[1] == 32 then
-  cost, window, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, window, limit = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned): refused before the state is read,
--- so that another program's bad call cannot write a state no decision makes.
-if cost < 0 then
-  return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
-end
+local window, limit = first, second
 local index, count, same, converted = math.floor(now / window), 0, false, false
 local stored = redis.call('GET', KEYS[1])
 if stored then

@@ -1,10 +1,8 @@
 -- tollgate: GCRA, for the token bucket and the leaky bucket shaper.
 -- KEYS[1]  the theoretical arrival time (TAT), integer microseconds, as 8 bytes (struct '<i8');
 --          absent = a full bucket.
--- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us]:
---          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
---          time (without it, the server's TIME): one packed argument costs the server less
---          than four numbers to parse.
+-- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as
+--          prologue.lua reads it.
 -- ARGV[2]  'peek': decide without writing. 'slot' (the shaper through the tower layer): count,
 --          and answer an admission with the end of its slot as well.
 -- ARGV[3]  with 'slot', optional: the longest wait allowed, microseconds, as 8 bytes ('<i8');
@@ -17,19 +15,7 @@
 -- number (a double) holds exactly; see docs/distributed.md.
 -- Integer arguments go to redis.call as text made with '%d': a Lua number argument is turned
 -- into text by the server with '%.17g', which costs more (benches/redis_call_costs.py).
-local cost, interval, tolerance, now
-if #ARGV[1] == 32 then
-  cost, interval, tolerance, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, interval, tolerance = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned): refused before the state is read,
--- so that another program's bad call cannot write a state no decision makes.
-if cost < 0 then
-  return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
-end
+local interval, tolerance = first, second
 local key = KEYS[1]
 local tat = now
 local stored = redis.call('GET', key)

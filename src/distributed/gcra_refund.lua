@@ -4,8 +4,8 @@
 -- `cost * T`, never behind now.
 -- KEYS[1]  the key of gcra.lua: the TAT, integer microseconds, as 8 bytes (struct '<i8');
 --          absent = a full bucket, nothing to give back.
--- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as for
---          gcra.lua: 24 bytes, or 32 with a client's time (without it, the server's TIME).
+-- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as
+--          prologue.lua reads it (as for gcra.lua).
 -- ARGV[2]  optional: the end of the slot given back, microseconds, as 8 bytes ('<i8'), the TAT
 --          its admission stored (gcra.lua's 'slot' reply). The TAT moves back only if it still
 --          equals it: a slot that is no longer the end of the queue (another request was given a
@@ -14,20 +14,8 @@
 --          or before now, a weight of 0, or a slot that no longer ends the queue).
 -- Every value is an integer below 2^53 (cost <= burst, checked by the client, and burst * T
 -- below 2^51), which a Lua number (a double) holds exactly; see docs/distributed.md.
--- (The tolerance is not needed: a refund only shortens the queue.)
-local cost, interval, tolerance, now
-if #ARGV[1] == 32 then
-  cost, interval, tolerance, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, interval, tolerance = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned): refused before the state is read,
--- so that another program's bad call cannot write a state no decision makes.
-if cost < 0 then
-  return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
-end
+-- (The tolerance, `second`, is not needed: a refund only shortens the queue.)
+local interval = first
 local key = KEYS[1]
 local stored = redis.call('GET', key)
 if not stored then

@@ -1,9 +1,16 @@
 //! The Redis limiter behind the tower layer (features `redis` and `tower`): a fleet of proxies
-//! answering 429 from one shared quota.
+//! answering 429 from one shared quota. Everything here is the adapter: it decides and refunds
+//! through the limiter's own API (`check_n`, `check_slot`, the refunds `refund_n` and
+//! `refund_slot` prepare, the failure policy's), and keeps the queue that sends the refunds a
+//! destructor starts ([`refund_queue`]).
+
+mod refund_queue;
 
 use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
+
+use refund_queue::REFUNDS;
 
 use super::{DecidedBy, RedisAlgorithm, RedisLimiter};
 use crate::middleware::{AnnouncedPolicy, LimiterError, Origin, Policy, RateLimiter};
@@ -43,13 +50,13 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// Redis and the keyed and direct fallbacks do, counting nothing), gives its slot back where it
 /// was counted ([`decide_within`](RateLimiter::decide_within) says where). A slot Redis gave goes
 /// back to the fleet only if it still ends the key's queue there: [`refund`](RateLimiter::refund)
-/// starts one `EVALSHA` of `gcra_refund.lua` with the slot's end (the refund of
-/// [`RedisLimiter::refund_n`], made conditional) and returns at once, since it is called from a
-/// destructor: a key's refunds are sent one after the other, on a task of the runtime that
-/// gave back the first of them, so that they reach Redis in the order the slots were given back
-/// (D, C and B leaving in that order give back all three); other keys' refunds do not wait for
-/// them. At most 4,096 refunds of a key and 65,536 in all wait (where clients leave faster than
-/// Redis answers, later ones are dropped: their units stay charged). Without a tokio
+/// starts the round trip of [`RedisLimiter::refund_slot`] and returns at once, since it is
+/// called from a destructor: a key's refunds are sent one after the other, on a task of the
+/// runtime that gave back the first of them, so that they reach Redis in the order the slots
+/// were given back (D, C and B leaving in that order give back all three); other keys' refunds
+/// do not wait for them. At most 4,096 refunds of a key and 65,536 of a limiter in all wait
+/// (where clients leave faster than Redis answers, later ones are dropped: their units stay
+/// charged). Without a tokio
 /// runtime on the dropping thread nothing is sent (and nothing panics); the refund is best
 /// effort, its failures are dropped, and refunds still waiting when that runtime shuts down are
 /// lost. A slot the local fallback gave while Redis was away never goes
@@ -134,13 +141,14 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
             }
             Origin::Uncounted => return,
         };
-        // Only the buckets make a round trip; a cost above the capacity was never admitted.
+        // `refund_n`'s or `refund_slot`'s round trip, owned: only the buckets make one; a cost
+        // above the capacity was never admitted.
         let Ok(Some(refund)) = self.prepare_refund(&key.to_string(), cost, end) else {
             return;
         };
         // Behind the refunds of its key given back before it, on a task (tokio's `rt`, which
         // the `redis` feature asks for): a slot's refund must reach Redis after those of the
         // slots queued behind it, or it finds the queue ending elsewhere.
-        self.refunds().push(refund);
+        REFUNDS.push(refund);
     }
 }

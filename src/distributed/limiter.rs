@@ -16,11 +16,9 @@ use super::connection::Connection;
 use super::error::{RedisCheckError, RedisResetError};
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
-#[cfg(feature = "tower")]
-use super::refund_queue::RefundQueue;
 use super::reply;
 use super::time::TimeSource;
-use crate::{CostTooLarge, Decision};
+use crate::{CostTooLarge, Decision, Timestamp};
 
 /// 2^53: the integers a Lua number holds exactly. No TAT a script stored is at or past it.
 const MAX_EXACT_MICROS: u64 = 1 << 53;
@@ -99,9 +97,6 @@ pub struct RedisLimiter {
     /// One breaker, or one per slot group of a cluster; shared with the refunds in flight (see
     /// [`Refund`]).
     pub(super) breakers: Arc<Breakers>,
-    /// The tower layer's refunds, each key's sent in the order given back.
-    #[cfg(feature = "tower")]
-    pub(super) refunds: RefundQueue,
 }
 
 impl RedisLimiter {
@@ -144,11 +139,9 @@ impl RedisLimiter {
     /// Gives back `cost` units admitted earlier and never used for `key`, unconditionally: the
     /// next request, from any instance of the fleet, may take their place. Returns whether
     /// anything was given back. A slot in the middle of a shaper's queue given back this way
-    /// makes the next request leave with the last one waiting; the tower layer gives a shaped
-    /// request's slot back only while it still ends the key's queue (`docs/distributed.md`,
-    /// "Refunds"). There is no public `refund_slot` beside it: the slot's end is the TAT the
-    /// script stored, on the server's clock by default, which no public decision carries (the
-    /// same section says why).
+    /// makes the next request leave with the last one waiting; [`refund_slot`](Self::refund_slot)
+    /// gives a shaped request's slot back only while it still ends the key's queue
+    /// (`docs/distributed.md`, "Refunds").
     ///
     /// The semantics of the local [`refund_n`](crate::KeyedLimiter::refund_n): only the buckets
     /// ([`RedisAlgorithm::TokenBucket`], [`RedisAlgorithm::LeakyBucket`]) give units back, in
@@ -175,19 +168,70 @@ impl RedisLimiter {
         }
     }
 
-    /// The round trip [`refund_n`](Self::refund_n) makes, owning all it needs (to run on a
-    /// task of its own), or `None` when there is nothing to ask Redis.
+    /// Gives back the slot of `cost` units that [`check_slot`](Self::check_slot) gave `key` by
+    /// Redis ([`DecidedBy::Redis`](super::DecidedBy::Redis)) and that ended the key's queue at
+    /// `end` (the end `check_slot` named), only if it still does: no request of the key, from any
+    /// instance of the fleet, has been given a slot after it since (other than ones given back in
+    /// their turn). Otherwise the slot passes unused, and the requests queued behind it keep
+    /// their spacing. Returns whether anything was given back. The refund for a shaped request
+    /// whose client left before its slot, with the semantics of the local
+    /// [`refund_slot`](crate::KeyedLimiter::refund_slot).
+    ///
+    /// One `EVALSHA` of `gcra_refund.lua` with the slot's end, which moves the TAT back by
+    /// `cost * T` (never behind now) only if it still equals `end`; for the windows and the log,
+    /// `false` without asking Redis, as for [`refund_n`](Self::refund_n). A slot the failure
+    /// policy's fallback gave ([`DecidedBy::Fallback`](super::DecidedBy::Fallback), its end on
+    /// the fallback's clock) goes back with [`FailurePolicy::refund_slot`] instead, never to
+    /// Redis, which did not count it.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::distributed::{DecidedBy, RedisLimiter};
+    ///
+    /// # async fn serve(limiter: RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {
+    /// let (answer, end) = limiter.check_slot("client-192.0.2.1", 1, Some(Duration::from_secs(2))).await?;
+    /// // ... the client leaves before its slot:
+    /// match (answer.decided_by, end) {
+    ///     (DecidedBy::Redis, Some(end)) => {
+    ///         limiter.refund_slot("client-192.0.2.1", 1, end).await?;
+    ///     }
+    ///     (DecidedBy::Fallback, Some(end)) => {
+    ///         limiter.failure_policy().refund_slot("client-192.0.2.1", 1, end);
+    ///     }
+    ///     _ => {}
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Best effort, as [`refund_n`](Self::refund_n).
+    ///
+    /// # Errors
+    /// As for [`refund_n`](Self::refund_n).
+    pub async fn refund_slot(&self, key: &str, cost: u64, end: Timestamp) -> Result<bool, RedisCheckError> {
+        match self.prepare_refund(key, cost, Some(end))? {
+            Some(refund) => refund.run().await,
+            None => Ok(false),
+        }
+    }
+
+    /// The round trip [`refund_n`](Self::refund_n) (without `end`) or
+    /// [`refund_slot`](Self::refund_slot) (with it) makes, owning all it needs (to run on a task
+    /// of its own), or `None` when there is nothing to ask Redis.
     ///
     /// With `end`, the refund of a slot (`check_slot`'s admission): it gives back only if the
     /// key's TAT still equals `end`, in whole microseconds (rounded down: the slot's end is
     /// whole microseconds, and a time that is not, the client's clock before the script's
     /// rounding, rounds down to it). An end past the times a script holds matches no TAT:
     /// nothing to ask.
-    pub(super) fn prepare_refund(
+    ///
+    /// # Errors
+    /// As for [`refund_n`](Self::refund_n).
+    pub(crate) fn prepare_refund(
         &self,
         key: &str,
         cost: u64,
-        end: Option<crate::Timestamp>,
+        end: Option<Timestamp>,
     ) -> Result<Option<Refund>, RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         if !self.program.refunds {
@@ -208,20 +252,16 @@ impl RedisLimiter {
         }))
     }
 
-    /// The queue of the tower layer's refunds (see [`RefundQueue`]).
-    #[cfg(feature = "tower")]
-    pub(super) fn refunds(&self) -> &RefundQueue {
-        &self.refunds
-    }
-
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &RedisAlgorithm {
         &self.algorithm
     }
 
-    /// The emission interval the script runs a bucket at; `None` for the other algorithms.
-    #[cfg(feature = "tower")]
-    pub(crate) fn bucket_interval(&self) -> Option<std::time::Duration> {
+    /// The emission interval the script runs a bucket at: the algorithm's, rounded up to whole
+    /// microseconds (at most 1% longer: [`RedisConfigError::RateTooFine`](super::RedisConfigError::RateTooFine)
+    /// otherwise), so that the fleet's bucket never admits more than the local one. `None` for
+    /// the windows and the log.
+    pub fn bucket_interval(&self) -> Option<Duration> {
         self.program.reader.bucket_interval()
     }
 
@@ -341,22 +381,33 @@ impl RedisLimiter {
     }
 
     /// Decides one request of weight `cost` for `key` that will wait at most `max_delay` for
-    /// its slot, and counts it if admitted: for the leaky bucket, a request that would wait
-    /// longer is refused by the script, with nothing counted, and an admission comes with the
-    /// end of its slot (the TAT the script stored, as a timestamp of whole microseconds), which
-    /// [`prepare_refund`](Self::prepare_refund) compares. The other algorithms never delay a
-    /// request: their decision is `check_n`'s, without an end.
+    /// its slot (`None`: no maximum), and counts it if admitted; and, for an admission, the end
+    /// of the slot it was given, which [`refund_slot`](Self::refund_slot) names to give the slot
+    /// back if its request is abandoned before it (a shaped request whose client left): the
+    /// counterpart of the local [`check_slot`](crate::KeyedLimiter::check_slot), for the fleet.
+    ///
+    /// For the leaky bucket ([`RedisAlgorithm::LeakyBucket`]), a request that would wait longer
+    /// than `max_delay` is refused by the script, with nothing counted (its
+    /// [`retry_after`](Decision::retry_after) is when the wait fits), and an admission of weight
+    /// above 0 comes with the end of its slot: the TAT the script stored, a timestamp of whole
+    /// microseconds on the clock that timed the decision (the server's `TIME` by default), to be
+    /// given to `refund_slot` and compared with nothing else. The other algorithms never delay a
+    /// request: their decision is [`check_n`](Self::check_n)'s, without an end.
     ///
     /// When Redis does not answer, a [`Fallback`](FailurePolicy::Fallback) is asked the same,
     /// whatever its algorithm ([`LocalFallback::check_slot`](super::LocalFallback::check_slot)),
-    /// and its admission comes with the end of the slot it gave, on its own clock.
-    #[cfg(feature = "tower")]
-    pub(crate) async fn check_slot(
+    /// and its admission comes with the end of the slot it gave, on its own clock
+    /// ([`RedisDecision::decided_by`] says which counted it: such a slot goes back with
+    /// [`FailurePolicy::refund_slot`]). Fail open and fail closed name no end.
+    ///
+    /// # Errors
+    /// As for [`check_n`](Self::check_n).
+    pub async fn check_slot(
         &self,
         key: &str,
         cost: u64,
         max_delay: Option<Duration>,
-    ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
+    ) -> Result<(RedisDecision, Option<Timestamp>), RedisCheckError> {
         self.call(key, cost, Mode::Slot(max_delay)).await
     }
 
@@ -367,7 +418,7 @@ impl RedisLimiter {
         key: &str,
         cost: u64,
         mode: Mode,
-    ) -> Result<(RedisDecision, Option<crate::Timestamp>), RedisCheckError> {
+    ) -> Result<(RedisDecision, Option<Timestamp>), RedisCheckError> {
         CostTooLarge::check(cost, self.program.capacity)?;
         let now = self.time.now_argument()?;
         let redis_key = self.redis_key(key);
@@ -379,7 +430,6 @@ impl RedisLimiter {
         // the longest wait.
         let mut args: [&[u8]; 3] = [&arguments[..length], b"", b""];
         let mut count = 1;
-        #[cfg(feature = "tower")]
         let max_bytes;
         match mode {
             Mode::Check => {}
@@ -387,7 +437,6 @@ impl RedisLimiter {
                 args[1] = b"peek";
                 count = 2;
             }
-            #[cfg(feature = "tower")]
             Mode::Slot(max) => {
                 // Only the shaper's script has a `'slot'` mode; the others never delay.
                 if matches!(self.program.reader, super::algorithm::Reader::LeakyBucket(_)) {
@@ -411,7 +460,7 @@ impl RedisLimiter {
                         Some((decision, end)) => {
                             breaker.succeeded();
                             // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
-                            let end = end.map(|end| crate::Timestamp::from_nanos(end.saturating_mul(1_000)));
+                            let end = end.map(|end| Timestamp::from_nanos(end.saturating_mul(1_000)));
                             return Ok((RedisDecision::by_redis(decision), end));
                         }
                         None => Failure::Reply,
@@ -448,7 +497,6 @@ impl RedisLimiter {
     /// A script's reply, read for `mode`: the decision, and a `'slot'` admission's end (µs).
     fn read(&self, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
         match (mode, &self.program.reader) {
-            #[cfg(feature = "tower")]
             (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
                 // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
                 let max = max.map(|max| slot_micros(max).saturating_mul(1_000));
@@ -460,19 +508,17 @@ impl RedisLimiter {
 }
 
 /// What a decision asks (of the script, or of the failure policy when Redis does not answer):
-/// to count (`check_n`), to peek, or (through the tower layer) to count with the slot's end
-/// and a longest wait (the shaper's script alone has this mode; the others' is `Check`).
+/// to count (`check_n`), to peek, or to count with the slot's end and a longest wait
+/// (`check_slot`: the shaper's script alone has this mode; the others' is `Check`).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Mode {
     Check,
     Peek,
-    #[cfg(feature = "tower")]
     Slot(Option<Duration>),
 }
 
 /// A longest wait as the shaper's script takes it: whole µs (truncated), at most the largest
 /// span a script holds, above which no backlog reaches the maximum.
-#[cfg(feature = "tower")]
 fn slot_micros(max: Duration) -> u64 {
     use super::algorithm::MAX_SPAN_MICROS;
     u64::try_from(max.as_micros()).map_or(MAX_SPAN_MICROS, |max| max.min(MAX_SPAN_MICROS))

@@ -107,7 +107,6 @@ impl FailurePolicy {
                 let decided = match mode {
                     Mode::Check => local.check_n(key, cost).map(|decision| (decision, None)),
                     Mode::Peek => local.peek_n(key, cost).map(|decision| (decision, None)),
-                    #[cfg(feature = "tower")]
                     Mode::Slot(max_delay) => local.check_slot(key, cost, max_delay),
                 };
                 // A request heavier than the local limiter's capacity (a share of the quota)

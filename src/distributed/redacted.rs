@@ -87,9 +87,10 @@ mod tests {
         }
     }
 
-    /// URLs the Redis client accepts in forms a hand-made split misread (a review: seven of them
-    /// printed the password): no `//`, an `@` in a query value, a percent-encoded query name,
-    /// a tab the parser drops, a fragment.
+    /// URLs the Redis client accepts in forms that a split of the text at `//`, `:`, `@` and `?`
+    /// reads otherwise than the client (no `//`, an `@` in a query value, a percent-encoded
+    /// query name, a tab the parser drops, a fragment): none shows its password, since
+    /// `redacted_url` reads each as the client does.
     #[test]
     fn no_url_the_client_accepts_shows_its_password() {
         for url in [

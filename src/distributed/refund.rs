@@ -13,8 +13,8 @@ use super::connection::Connection;
 use super::error::RedisCheckError;
 
 /// One refund, prepared: it owns everything its round trip needs (a handle on the shared
-/// connection and breakers, the key, the packed arguments), so that it can wait in the
-/// limiter's refund queue, started from a destructor.
+/// connection and breakers, the key, the packed arguments), so that it can run on a task of its
+/// own: the tower layer's refunds, started from a destructor, wait in its queue.
 pub(crate) struct Refund {
     pub(crate) connection: Connection,
     pub(crate) breakers: Arc<Breakers>,

@@ -81,7 +81,6 @@ pub(crate) fn idle(reader: &Reader, reply: &Value) -> Option<bool> {
 /// or for an admission of weight 0, which takes no slot. `max_delay` (ns) is the longest wait the
 /// call allowed: the core decides the rebuilt state within it too, so that a refusal for a
 /// longer wait agrees. `None` for a reply of another shape or one the core disagrees with.
-#[cfg(feature = "tower")]
 pub(crate) fn slot_decision(
     shaper: &crate::LeakyBucket,
     reply: &Value,
@@ -294,7 +293,6 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "tower")]
     #[test]
     fn slot_replies_carry_the_slots_end_and_agree_with_the_core_within_the_maximum() {
         let shaper = LeakyBucket::new("10/s burst 5".parse().unwrap()).unwrap();
@@ -347,9 +345,9 @@ mod tests {
         );
         assert_eq!(fixed_window(10, 1, 9, 2_000, 3), None);
         let window = SlidingWindow::new("100/min".parse().unwrap()).unwrap();
-        // The seed's example: 80 before, 30 now, 15 s into the window: admitted, 9 remain.
-        let seed = sliding_window(&window, 1, 80, 30, -15_000_000, 1).unwrap();
-        assert_eq!(seed.remaining(), 9);
+        // The usual worked example: 80 before, 30 now, 15 s into the window: admitted, 9 remain.
+        let example = sliding_window(&window, 1, 80, 30, -15_000_000, 1).unwrap();
+        assert_eq!(example.remaining(), 9);
         assert_eq!(sliding_window(&window, 0, 80, 30, -15_000_000, 1), None);
     }
 

@@ -12,22 +12,14 @@
 --          string again. Records that left the window stay at the front (the search for the
 --          window's first record gallops past them) until an admission that adds a record finds
 --          them at least a sixteenth of those still in the window: that one rewrites the log
---          without them (`PSETEX`). A log then holds at most `limit + limit / 16` records
---          (the previous rule, `limit + min(limit, 16)`, is still the bound when instances of
---          both versions write a key). Scripts that drop them at every admission (the first
---          version of this encoding) read the same keys, and this one reads theirs. On a
---          client's time the log may end with one record of no unit: the latest time a refusal
---          was decided at, after the newest unit (scripts before it read it as a record of no
---          unit, so they too decide at or after it; they may answer a reset-after from it, later
---          than the newest unit's).
+--          without them (`PSETEX`). A log then holds at most `limit + limit / 16` records. On
+--          a client's time the log may end with one record of no unit: the latest time a
+--          refusal was decided at, after the newest unit.
 -- KEYS[2]  the same client key's log in the other encoding: a list of admission times, one per
 --          unit (sliding_log_list.lua), written while the limit was above 256. Read only when
 --          KEYS[1] does not exist: its units in the window count here (the quota crossed 256),
 --          and an admission moves them into KEYS[1] and deletes it.
--- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
---          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
---          time (without it, the server's TIME): one packed argument costs the server less
---          than four numbers to parse.
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us], packed as prologue.lua reads it.
 -- ARGV[2]  present: a peek, decide without writing.
 -- Returns  one integer where it fits below 2^53 (an integer reply costs the server about
 --          0.2 us less than packing four): an admission of weight > 0 is
@@ -37,19 +29,11 @@
 --          Otherwise (weight 0, a refusal past the clock, numbers too large, the other
 --          encoding's key) 32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining,
 --          retry_after_us, reset_after_us.
-local cost, w, limit, now
-local client = #ARGV[1] == 32
-if client then
-  cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned, and one above the limit is refused
--- by the client as too large): refused before the state is read, so that another program's bad
--- call gets an error, never a Lua error or a state no decision makes.
-if cost < 0 or cost > limit then
+local w, limit = first, second
+-- A weight above the limit, which the client refuses as too large (the prologue refuses one
+-- below 0): refused before the state is read, so that another program's bad call gets an error,
+-- never a Lua error or a state no decision makes.
+if cost > limit then
   return redis.error_reply('TOLLGATE_COST the weight must be from 0 to the limit')
 end
 local key = KEYS[1]

@@ -5,31 +5,20 @@
 -- KEYS[1]  a list of admission times in microseconds, oldest first, one entry per admitted unit
 --          (so at most `limit` entries once the expired ones are dropped). On a client's time it
 --          may end with one marker, not a unit: the latest time a refusal was decided at, after
---          every unit, written with a '.0' (scripts before it read it as a unit at that time:
---          stricter, never looser).
+--          every unit, written with a '.0'.
 -- KEYS[2]  the same client key's log in the other encoding: one packed string
 --          (sliding_log.lua), written while the limit was at most 256. Read only when KEYS[1]
 --          does not exist: its units in the window count here (the quota crossed 256), and an
 --          admission moves them into KEYS[1] and deletes it.
--- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
---          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
---          time (without it, the server's TIME).
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us], packed as prologue.lua reads it.
 -- ARGV[2]  present: a peek, decide without writing.
 -- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), remaining, retry_after_us,
 --          reset_after_us.
-local cost, w, limit, now
-local client = #ARGV[1] == 32
-if client then
-  cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned, and one above the limit is refused
--- by the client as too large): refused before the state is read, so that another program's bad
--- call gets an error, never a Lua error or a state no decision makes.
-if cost < 0 or cost > limit then
+local w, limit = first, second
+-- A weight above the limit, which the client refuses as too large (the prologue refuses one
+-- below 0): refused before the state is read, so that another program's bad call gets an error,
+-- never a Lua error or a state no decision makes.
+if cost > limit then
   return redis.error_reply('TOLLGATE_COST the weight must be from 0 to the limit')
 end
 local key = KEYS[1]
@@ -81,9 +70,8 @@ if length == 0 and KEYS[2] then
   if log then
     local read, wrap = struct.unpack, 4294967296
     local records = (#log - 16) / 12
-    -- A valid packed log holds at most 272 records (`limit + min(limit, 16)`, limit <= 256):
-    -- past 2^20, no state of ours, and every sum of units below (each under 2^32) stays below
-    -- 2^53.
+    -- A packed log holds at most 272 records (`limit + limit / 16`, limit <= 256): past 2^20,
+    -- no state of ours, and every sum of units below (each under 2^32) stays below 2^53.
     if records < 1 or records % 1 ~= 0 or records > 1048576 then
       return redis.error_reply('TOLLGATE_OTHER_STATE the other encoding\'s key does not hold a sliding log')
     end

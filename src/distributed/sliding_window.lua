@@ -8,28 +8,12 @@
 --          32 bytes (struct '<i8i8i8i8': index, previous, current, w in microseconds). The
 --          length makes a state written under another window (the quota changed) readable: its
 --          index is in that window's units.
--- ARGV[1]  cost, w (window, microseconds), limit [, now_us]:
---          little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with a client's
---          time (without it, the server's TIME): one packed argument costs the server less
---          than four numbers to parse.
+-- ARGV[1]  cost, w (window, microseconds), limit [, now_us], packed as prologue.lua reads it.
 -- ARGV[2]  present: a peek, decide without writing.
 -- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), previous, current (before the
 --          request), start of the window minus now (microseconds; positive only if the clock
 --          went back).
-local cost, w, limit, now
-local client = #ARGV[1] == 32
-if client then
-  cost, w, limit, now = struct.unpack('<i8i8i8i8', ARGV[1])
-else
-  cost, w, limit = struct.unpack('<i8i8i8', ARGV[1])
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
-end
--- A weight the client never sends (weights are unsigned): refused before the state is read,
--- so that another program's bad call cannot write a state no decision makes.
-if cost < 0 then
-  return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
-end
+local w, limit = first, second
 local index = math.floor(now / w)
 local previous, current, same, converted = 0, 0, false, false
 local stored = redis.call('GET', KEYS[1])

@@ -104,6 +104,12 @@ const fn member(fingerprint: u64) -> u64 {
     MEMBER | fingerprint
 }
 
+/// Whether a used slot's `value` may go to a new key at `now` (checked under the slot's lock).
+/// The broken twin `reclaim_busy` reuses any.
+fn reclaimable<P: PerKey>(policy: &P, value: &P::Value, now: u64, faults: LogFaults) -> bool {
+    faults.reclaims_busy() || policy.is_reclaimable(value, now)
+}
+
 /// One key's place: its tag, readable without a lock, and its value.
 #[derive(Debug)]
 struct LockedSlot<V> {
@@ -224,7 +230,7 @@ impl<V> LockedShard<V> {
     ) -> Option<Decision> {
         if let Some(index) = self.find(fingerprint, home) {
             let value = lock(&self.slots[index].value);
-            if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
+            if self.still_holds(index, fingerprint, faults) {
                 return Some(self.decide_locked(index, value, policy, now, cost, faults));
             }
             // The slot was reused for another key after the probe read its tag: insert path.
@@ -244,7 +250,7 @@ impl<V> LockedShard<V> {
         cost: u64,
         faults: LogFaults,
     ) -> Option<Decision> {
-        let inserting = (!faults.inserts_unlocked()).then(|| lock(&self.meta.insert));
+        let inserting = self.lock_inserts(faults);
         // No tag changes while the insert lock is held, so this scan is exact.
         if let Some(index) = self.find(fingerprint, home) {
             let value = lock(&self.slots[index].value);
@@ -260,7 +266,7 @@ impl<V> LockedShard<V> {
         for (displacement, index) in self.probe(home).enumerate() {
             let tag = self.tag(index);
             let mut value = lock(&self.slots[index].value);
-            if held(tag) != EMPTY && !faults.reclaims_busy() && !policy.is_reclaimable(&value, now) {
+            if held(tag) != EMPTY && !reclaimable(policy, &value, now, faults) {
                 continue;
             }
             // The only allocation a slot ever makes, the first time it is used.
@@ -297,7 +303,7 @@ impl<V> LockedShard<V> {
     fn decide_locked<'a, P: PerKey<Value = V>>(
         &'a self,
         index: usize,
-        mut value: MutexGuard<'a, V>,
+        value: MutexGuard<'a, V>,
         policy: &P,
         now: u64,
         cost: u64,
@@ -305,13 +311,41 @@ impl<V> LockedShard<V> {
     ) -> Decision {
         let (decision, change) = policy.decide(&value, now, cost);
         if let Some(change) = change {
-            if faults.unlocks_before_record() {
-                drop(value);
-                value = lock(&self.slots[index].value);
-            }
+            let mut value = self.keep_locked(index, value, faults);
             policy.apply(&mut value, &change, cost);
         }
         decision
+    }
+
+    /// The lock a decision holds, `value` of slot `index`, kept to record what it decided. The
+    /// broken twin `unlock_before_record` releases it and takes it again in between.
+    #[inline(always)]
+    fn keep_locked<'a>(
+        &'a self,
+        index: usize,
+        value: MutexGuard<'a, V>,
+        faults: LogFaults,
+    ) -> MutexGuard<'a, V> {
+        if faults.unlocks_before_record() {
+            drop(value);
+            return lock(&self.slots[index].value);
+        }
+        value
+    }
+
+    /// The shard's insert lock, held while a key is found exactly or placed. The broken twin
+    /// `insert_unlocked` inserts without it.
+    fn lock_inserts(&self, faults: LogFaults) -> Option<MutexGuard<'_, ()>> {
+        (!faults.inserts_unlocked()).then(|| lock(&self.meta.insert))
+    }
+
+    /// Whether slot `index`, whose lock the caller holds, still holds the key: its tag may have
+    /// been given to another key since the probe read it. Under the slot's lock what the tag
+    /// holds cannot change (every write of it holds both locks; only the reach, which this does
+    /// not compare, may be raised). The broken twin `skip_key_recheck` takes it for the key's.
+    #[inline]
+    fn still_holds(&self, index: usize, fingerprint: u64, faults: LogFaults) -> bool {
+        faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint)
     }
 
     /// For a new key homed at `home` that found no room at `now`: the least time until a value
@@ -344,10 +378,8 @@ impl<V> LockedShard<V> {
     ) -> Option<R> {
         while let Some(index) = self.find(fingerprint, home) {
             let mut value = lock(&self.slots[index].value);
-            // Under the slot's lock what the tag holds cannot change (every write of it holds
-            // both locks; only the reach, which this does not compare, may be raised).
             // Another key's now: this one was reclaimed (so idle) or moved; look again.
-            if faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint) {
+            if self.still_holds(index, fingerprint, faults) {
                 return Some(change(&mut value));
             }
         }

@@ -120,6 +120,17 @@ const MAX_WAITS_FOR_CLAIMS: u32 = if cfg!(tollgate_loom) { 2 } else { 64 };
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Moved;
 
+/// What [`Shard::claim`] did with the slot it was given.
+enum Claimed {
+    /// The slot holds this thread's claim, to settle.
+    Claim(Found),
+    /// The slot changed before the CAS: scan again.
+    Lost,
+    /// The key became a member without a claim, this thread's request applied: only the broken
+    /// twin `insert_at_any_empty` does this past a used home.
+    Unclaimed(Entry),
+}
+
 impl Shard {
     /// A shard of `len` empty slots; `None` if the memory cannot be had.
     pub(crate) fn new(len: usize) -> Option<Shard> {
@@ -268,8 +279,12 @@ impl Shard {
 
     /// Raises the reach of the slot at `home` to at least `displacement`, before a claim that far
     /// from it. SeqCst: the raise must come before the claim in the total order of the insert
-    /// path, so that a scan that sees the claim's effects reads the raised reach.
+    /// path, so that a scan that sees the claim's effects reads the raised reach. The broken twin
+    /// `claim_out_of_reach` raises nothing.
     fn extend_reach(&self, home: usize, displacement: usize) {
+        if self.faults().claim_out_of_reach {
+            return;
+        }
         // SeqCst even when the reach is already enough (the scan's `Relaxed` read may have said
         // so): this load then orders the raise it reads before the claim that follows it.
         let mut current = self.load(home, Ordering::SeqCst);
@@ -332,7 +347,7 @@ impl Shard {
                     {
                         pending = true
                     }
-                    Status::Member if self.faults().reclaim_busy || is_idle(slot.state) => {
+                    Status::Member if self.reclaimable(slot, &is_idle) => {
                         target = target.or(Some((displacement, index, slot)))
                     }
                     Status::Dead => target = target.or(Some((displacement, index, slot))),
@@ -352,54 +367,108 @@ impl Shard {
                 // Another key's claim may be about to die (and free its slot) or to become a
                 // member that is idle at this request's time: wait for it, a bounded number of
                 // times, before calling the table full.
-                if others_claiming && waited < MAX_WAITS_FOR_CLAIMS && !self.faults().no_wait_for_claims {
+                if others_claiming && self.waits_for_claims(waited) {
                     waited += 1;
                     yield_to_others();
                     continue;
                 }
                 return Entry::Full;
             };
-            if !self.faults().claim_out_of_reach {
-                self.extend_reach(home, displacement);
-            }
-            if self.faults().insert_at_any_empty && old.status() == Status::Empty {
-                // The broken twin: no claim for an empty slot past a used home.
-                match self.insert_unclaimed(index, old, fingerprint, &mut decide) {
-                    Some(entry) => return entry,
-                    None => continue,
-                }
-            }
-            // Forgetting an idle key: count it out before the CAS that forgets it, so that a
-            // reader never sees more members than slots (back in if the CAS fails).
-            let forgets = old.status() == Status::Member;
-            if forgets {
-                // Relaxed: a statistic.
-                self.meta.live.fetch_sub(1, Ordering::Relaxed);
-            }
-            // Relaxed: the nonce only needs to be unique, which fetch_add guarantees.
-            let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
-            let claim = old.replaced(Status::Inserting, fingerprint, nonce);
-            // SeqCst: claims, settle scans and promotions must fall in one total order.
-            if self.faults().claim_by_store {
-                self.slots[index].store(claim.word(), Ordering::SeqCst);
-            } else if self.cas(index, old, claim).is_err() {
-                if forgets {
-                    // Relaxed: a statistic.
-                    self.meta.live.fetch_add(1, Ordering::Relaxed);
-                }
-                continue;
-            }
-            let ours = Found { index, slot: claim };
-            if self.faults().promote_unsettled {
-                if let Some(entry) = self.promote(ours, fingerprint, &mut decide) {
-                    return entry;
-                }
-            }
-            // This thread saw its claim when it made it, so its first scan may promote it.
-            if let Some(entry) = self.settle(fingerprint, home, Some(ours), &mut decide) {
+            self.extend_reach(home, displacement);
+            let ours = match self.claim(index, old, fingerprint, &mut decide) {
+                Claimed::Claim(ours) => ours,
+                Claimed::Lost => continue,
+                Claimed::Unclaimed(entry) => return entry,
+            };
+            if let Some(entry) = self.settle_claim(ours, fingerprint, home, &mut decide) {
                 return entry;
             }
         }
+    }
+
+    /// Whether a member the scan read as `slot` may go to a new key: its state is idle (the
+    /// broken twin `reclaim_busy` takes any member).
+    #[inline]
+    fn reclaimable(&self, slot: Slot, is_idle: &impl Fn(u64) -> bool) -> bool {
+        self.faults().reclaim_busy || is_idle(slot.state)
+    }
+
+    /// Whether a new key that found every usable slot claimed by other keys, `waited` times so
+    /// far, waits for those claims once more before it is told the table is full (the broken
+    /// twin `no_wait_for_claims` never waits).
+    fn waits_for_claims(&self, waited: u32) -> bool {
+        waited < MAX_WAITS_FOR_CLAIMS && !self.faults().no_wait_for_claims
+    }
+
+    /// Claims the slot at `index`, last read as `old` (`Empty`, `Dead` or an idle member), for
+    /// the key: a CAS into `Inserting` with a fresh nonce, which [`settle`](Self::settle) then
+    /// makes a member or kills. [`Claimed::Lost`] if the slot changed first.
+    ///
+    /// The broken twins: `claim_by_store` writes the claim with a plain store;
+    /// `insert_at_any_empty` makes an `Empty` slot the key's member at once, without a claim
+    /// ([`Claimed::Unclaimed`], as [`insert_unclaimed`](Self::insert_unclaimed) does at an
+    /// empty home).
+    fn claim(
+        &self,
+        index: usize,
+        old: Slot,
+        fingerprint: u64,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Claimed {
+        if self.faults().insert_at_any_empty && old.status() == Status::Empty {
+            return match self.insert_unclaimed(index, old, fingerprint, decide) {
+                Some(entry) => Claimed::Unclaimed(entry),
+                None => Claimed::Lost,
+            };
+        }
+        // Forgetting an idle key: count it out before the CAS that forgets it, so that a reader
+        // never sees more members than slots (back in if the CAS fails).
+        let forgets = old.status() == Status::Member;
+        if forgets {
+            // Relaxed: a statistic.
+            self.meta.live.fetch_sub(1, Ordering::Relaxed);
+        }
+        // Relaxed: the nonce only needs to be unique, which fetch_add guarantees.
+        let nonce = self.meta.claims.fetch_add(1, Ordering::Relaxed);
+        let claim = old.replaced(Status::Inserting, fingerprint, nonce);
+        if !self.take_free(index, old, claim) {
+            if forgets {
+                // Relaxed: a statistic.
+                self.meta.live.fetch_add(1, Ordering::Relaxed);
+            }
+            return Claimed::Lost;
+        }
+        Claimed::Claim(Found { index, slot: claim })
+    }
+
+    /// Writes `new` (a claim, or a member made without one) over the free slot at `index`, last
+    /// read as `free`; `false` if the slot changed first. SeqCst, the CAS and the broken twin's
+    /// store (`claim_by_store`: no compare) alike: claims, settle scans and promotions must fall
+    /// in one total order.
+    fn take_free(&self, index: usize, free: Slot, new: Slot) -> bool {
+        if self.faults().claim_by_store {
+            self.slots[index].store(new.word(), Ordering::SeqCst);
+            return true;
+        }
+        self.cas(index, free, new).is_ok()
+    }
+
+    /// Settles the claim this thread just made (see [`settle`](Self::settle)): it saw its claim
+    /// when it made it, so its first scan may promote it. The broken twin `promote_unsettled`
+    /// promotes it at once, without settling against the key's other claims.
+    fn settle_claim(
+        &self,
+        ours: Found,
+        fingerprint: u64,
+        home: usize,
+        decide: &mut impl FnMut(u64) -> Transition,
+    ) -> Option<Entry> {
+        if self.faults().promote_unsettled {
+            if let Some(entry) = self.promote(ours, fingerprint, decide) {
+                return Some(entry);
+            }
+        }
+        self.settle(fingerprint, home, Some(ours), decide)
     }
 
     /// Inserts the key as a member at once, with the caller's request applied, if its home slot
@@ -437,12 +506,8 @@ impl Shard {
     ) -> Option<Entry> {
         let Transition { state, decision } = decide(FRESH_STATE);
         let member = free.replaced(Status::Member, fingerprint, state);
-        // SeqCst, the CAS and the broken twin's store alike: one total order with the claims,
-        // scans and promotions of the insert path.
-        if self.faults().claim_by_store {
-            self.slots[index].store(member.word(), Ordering::SeqCst);
-        } else {
-            self.cas(index, free, member).ok()?;
+        if !self.take_free(index, free, member) {
+            return None;
         }
         // Relaxed: a statistic.
         self.meta.live.fetch_add(1, Ordering::Relaxed);
@@ -462,13 +527,7 @@ impl Shard {
         mut seen: Option<Found>,
         decide: &mut impl FnMut(u64) -> Transition,
     ) -> Option<Entry> {
-        // The broken twin that skips the raise still covers the caller's own claim, so that it
-        // fails on what the raise is for (other requests' scans), not by never seeing its own
-        // claim. The shipped table needs nothing here: its own claim is within the reach.
-        let own = match (self.faults().claim_out_of_reach, seen) {
-            (true, Some(claim)) => (claim.index + self.slots.len() - home) % self.slots.len(),
-            _ => 0,
-        };
+        let own = self.unraised_reach(home, seen);
         loop {
             let mut member = None;
             let mut earliest: Option<Found> = None;
@@ -520,6 +579,18 @@ impl Shard {
         }
     }
 
+    /// How far past its home a settle scan must look beyond the home's reach, for the caller's
+    /// own claim `seen`: nowhere in the shipped table (the claim raised the reach first: 0). The
+    /// broken twin that skips the raise (`claim_out_of_reach`) still covers the caller's own
+    /// claim, so that it fails on what the raise is for (other requests' scans), not by never
+    /// seeing its own claim.
+    fn unraised_reach(&self, home: usize, seen: Option<Found>) -> usize {
+        match (self.faults().claim_out_of_reach, seen) {
+            (true, Some(claim)) => (claim.index + self.slots.len() - home) % self.slots.len(),
+            _ => 0,
+        }
+    }
+
     /// Promotes a settled claim to `Member`, with the promoting thread's request already applied
     /// to the fresh state; `None` if the claim changed first.
     fn promote(
@@ -544,8 +615,15 @@ impl Shard {
         // SeqCst: see `find_or_insert`.
         match self.cas(index, claim, dead) {
             Ok(()) => true,
-            Err(now) => self.faults().kill_ignores_failure || now.status() == Status::Dead,
+            Err(now) => self.killed_already(now),
         }
+    }
+
+    /// Whether a kill that found `now` in place of its claim may count as done: the claim is
+    /// dead already (another settle killed it). The broken twin `kill_ignores_failure` counts
+    /// every failed kill as done.
+    fn killed_already(&self, now: Slot) -> bool {
+        self.faults().kill_ignores_failure || now.status() == Status::Dead
     }
 
     /// Runs `decide` on the member's state in a CAS loop, as `cell::update` does for a direct
@@ -566,30 +644,47 @@ impl Shard {
             if state == current.state {
                 return Ok(decision);
             }
-            if self.faults().update_by_store {
-                // The broken twin's step (never in a build without the loom cfg): no CAS.
-                // Relaxed, as the CAS below: the flaw is the missing compare.
-                self.slots[found.index].store(current.with_state(state).word(), Ordering::Relaxed);
-                return Ok(decision);
-            }
-            // Relaxed: the word is self-contained (tag and state together); see `cell.rs`.
-            match self.slots[found.index].compare_exchange_weak(
-                current.word(),
-                current.with_state(state).word(),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(decision),
+            match self.store_state(found.index, current, state) {
+                Ok(()) => return Ok(decision),
                 Err(actual) => {
-                    let actual = Slot::from_word(actual);
                     // A raised reach changes the word but not the key: try again.
-                    if actual.identity() != current.identity() && !self.faults().update_ignores_key {
+                    if !self.same_key(actual, current) {
                         return Err(Moved);
                     }
                     current = actual;
                 }
             }
         }
+    }
+
+    /// The decision's CAS: `current` with its state replaced by `state`, if the slot at `index`
+    /// still holds `current`; else the word it holds. The broken twin `update_by_store` stores
+    /// the new word over whatever the slot holds (never in a build without the loom cfg).
+    #[inline(always)]
+    fn store_state(&self, index: usize, current: Slot, state: u64) -> Result<(), Slot> {
+        if self.faults().update_by_store {
+            // Relaxed, as the CAS below: the flaw is the missing compare.
+            self.slots[index].store(current.with_state(state).word(), Ordering::Relaxed);
+            return Ok(());
+        }
+        // Relaxed: the word is self-contained (tag and state together); see `cell.rs`.
+        match self.slots[index].compare_exchange_weak(
+            current.word(),
+            current.with_state(state).word(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Ok(()),
+            Err(actual) => Err(Slot::from_word(actual)),
+        }
+    }
+
+    /// Whether the word a failed decision CAS found, `actual`, is still the key's that `current`
+    /// held (a raised reach changes the word, not the key). The broken twin
+    /// `update_ignores_key` takes every word for the key's.
+    #[inline(always)]
+    fn same_key(&self, actual: Slot, current: Slot) -> bool {
+        self.faults().update_ignores_key || actual.identity() == current.identity()
     }
 }
 

@@ -18,8 +18,8 @@ type Decided<K> = (Result<(Decision, Origin), LimiterError>, K);
 /// The decision itself, boxed so that it can move to a task of its own when dropped.
 type Deciding<K> = Pin<Box<dyn Future<Output = Decided<K>> + Send>>;
 
-/// The decision of a limiter that decides elsewhere ([`RateLimiter::decide_within`]: a Redis
-/// limiter's round trip), in flight.
+/// The decision of a limiter that decides elsewhere ([`RateLimiter::decide_within`]: a remote
+/// store's round trip), in flight.
 ///
 /// A remote store counts the request when it runs the decision, whether or not anyone is left
 /// to read the answer. So, dropped before the answer arrived (the client hung up, a timeout
@@ -84,7 +84,7 @@ impl<L: RateLimiter<X::Key> + 'static, X: KeyExtractor> Drop for InFlight<L, X> 
         let Some(deciding) = self.deciding.take() else {
             return;
         };
-        // tokio's `rt`: the runtime the request was served on, as the Redis limiter's refunds.
+        // tokio's `rt`: the runtime the request was served on.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

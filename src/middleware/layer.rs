@@ -225,7 +225,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// ([`OnLimiterError::Refuse`]), in whole seconds, rounded up (default: 1 s): without it a
     /// client retries at once, while the limiter is still away. No decision tells how long
     /// that lasts: choose about the time your limiter's store takes to come back, or to be
-    /// given up on (a Redis limiter's reconnection). `Duration::ZERO` sends none. The refusal
+    /// given up on (a remote store's reconnection). `Duration::ZERO` sends none. The refusal
     /// carries no `RateLimit` fields, whatever this says: there is no quota to tell.
     pub fn limiter_error_retry_after(mut self, retry_after: Duration) -> Self {
         self.shared.error_retry_after = retry_after;
@@ -255,7 +255,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// are those of the queue its decision left, its wait later (its own slot, nothing in
     /// front). The decision knows of no request of the key admitted during the wait (each
     /// takes one more unit), nor of a wait for the service behind to be ready after the slot. A decision by a
-    /// stand-in (a Redis limiter's local fallback) is announced as it was decided: the layer
+    /// stand-in (a remote store's local fallback) is announced as it was decided: the layer
     /// cannot tell the share's algorithm.
     pub fn fields_on_admitted(mut self, on: bool) -> Self {
         self.shared.fields.on_admitted = on;
@@ -273,16 +273,16 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// The longest a shaped request may wait for its slot; a request that would be given a
     /// longer delay is refused with 429 and told to retry when the wait would fit. The limiter
     /// refuses it itself, counting nothing ([`RateLimiter::decide_now_within`]: a
-    /// [`KeyedLimiter`](crate::KeyedLimiter), a Redis limiter and the keyed and direct local
-    /// fallbacks it decides with while Redis is away); a limiter that does not gets the slot it
-    /// gave refunded.
+    /// [`KeyedLimiter`](crate::KeyedLimiter), or a limiter that decides elsewhere and overrides
+    /// [`RateLimiter::decide_within`], with its stand-ins); a limiter that does not gets the slot
+    /// it gave refunded.
     /// Default: any delay the limiter gives (for the leaky bucket, at most `burst - 1` slots).
     ///
     /// The fields of the limiter's own decisions count what this maximum lets through: an
     /// admitted response's `r` is the requests sent now that would wait no longer (each waits
     /// one slot more than the one before), `t` when one more would, and a refusal for a full
     /// queue says to retry when the queue has room and the wait fits. A decision by a stand-in
-    /// (a Redis limiter's local fallback, [`Origin::Fallback`](super::Origin::Fallback) or
+    /// (a remote store's local fallback, [`Origin::Fallback`](super::Origin::Fallback) or
     /// [`Origin::FallbackSlot`](super::Origin::FallbackSlot)) is
     /// announced as it is: an admission's `r` is the share's own remaining (for a leaky share,
     /// its queue's room, of which this maximum may let fewer through), and a refusal's

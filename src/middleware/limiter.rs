@@ -20,7 +20,7 @@ use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Time
 /// that decides elsewhere (a remote store) returns a future that does its I/O, and a
 /// [`LimiterError`] when it cannot decide; the layer then applies its
 /// [`OnLimiterError`](super::OnLimiterError) policy. Such a future must finish by itself
-/// (bound its I/O with a deadline, as the Redis limiter does): when a client leaves before the
+/// (bound its I/O with a deadline): when a client leaves before the
 /// answer, the layer lets the decision finish on a task of its own, so that a slot it took can
 /// be given back, and a decision that never finishes keeps that task forever.
 pub trait RateLimiter<K>: Send + Sync {
@@ -118,16 +118,14 @@ pub enum Origin {
         /// When the slot ends.
         end: Timestamp,
     },
-    /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
-    /// local fallback while Redis is away): the units go back to the stand-in, unconditionally
-    /// (a fallback that does not name its slots: the default of the Redis limiter's
-    /// `LocalFallback::check_slot`).
+    /// A stand-in that decided because the limiter's own store could not (a remote store's
+    /// local fallback while the store is away): the units go back to the stand-in,
+    /// unconditionally (a stand-in that does not name its slots).
     Fallback,
-    /// A stand-in that decided because the limiter's own store could not (a Redis limiter's
-    /// local fallback while Redis is away), and gave the request the slot of the key's queue
-    /// that ends at `end`, as [`Slot`](Self::Slot) does for the limiter's own store: the slot
-    /// goes back to the stand-in only if it is still the end of its queue (the Redis limiter's
-    /// `LocalFallback::refund_slot`).
+    /// A stand-in that decided because the limiter's own store could not (a remote store's
+    /// local fallback while the store is away), and gave the request the slot of the key's
+    /// queue that ends at `end`, as [`Slot`](Self::Slot) does for the limiter's own store: the
+    /// slot goes back to the stand-in only if it is still the end of its queue.
     FallbackSlot {
         /// When the slot ends, on the stand-in's clock.
         end: Timestamp,
@@ -273,7 +271,7 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 /// limiter's capacity). The layer answers with its [`OnLimiterError`](super::OnLimiterError)
 /// policy.
 ///
-/// Its text is for the operator, never the client: it may name internals (a Redis node's
+/// Its text is for the operator, never the client: it may name internals (a remote store's
 /// address, a key with its prefix). A request refused for it gets a fixed message, and its
 /// response carries the error in its extensions, for a layer outside to log:
 /// `response.extensions().get::<LimiterError>()`. Cloning it shares the reason.

@@ -37,7 +37,7 @@ impl Policy {
 
     /// The same policy for a bucket that runs at `interval` rather than at the interval it was
     /// announced with (a store that keeps time in coarser units than nanoseconds rounds the
-    /// interval up: the Redis limiter's scripts run in whole microseconds): `q`, capped by what
+    /// interval up, to whole microseconds for instance): `q`, capped by what
     /// the interval admits in `w`, and `t` follow it. A policy whose units do not come back
     /// steadily is returned as it is.
     ///

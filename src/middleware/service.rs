@@ -177,7 +177,7 @@ enum Answer {
 }
 
 /// `origin` says who decided: the time until more quota (`t`) follows from the policy's refill
-/// only when the limiter itself did; a stand-in (a Redis limiter's local fallback, with its own
+/// only when the limiter itself did; a stand-in (a remote store's local fallback, with its own
 /// share of the quota) or a fail-open admission gets `r` alone. A refusal's retry-after is
 /// later for a full queue (`Fields::refused_retry`) only when the limiter itself decided, as
 /// only then is the policy's shaping that of the decision: a fallback's share may be a token
@@ -224,7 +224,7 @@ fn answer<L, X: KeyExtractor>(
 }
 
 /// What a client refused because the limiter could not decide is told: nothing of why, which
-/// may name the server's internals (a Redis node, a key).
+/// may name the server's internals (a remote store's node, a key).
 const LIMITER_ERROR_MESSAGE: &str = "the rate limiter could not decide: retry later";
 
 /// The answer when the limiter cannot decide: an error response with a fixed message and the
@@ -279,9 +279,8 @@ where
 {
     if let Some(max) = shared.max_delay.filter(|&max| delay > max) {
         // Too long a wait, admitted by a limiter that does not refuse it itself (the defaults
-        // of `RateLimiter::decide_now_within` and `decide_within`, or a Redis limiter's
-        // `LocalFallback` that keeps the default `check_slot`): give the slot back and say when
-        // the wait would fit.
+        // of `RateLimiter::decide_now_within` and `decide_within`, or a stand-in that names no
+        // slot): give the slot back and say when the wait would fit.
         shared.limiter.refund(key, COST, origin);
         let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
         return Err(Box::new(refused));

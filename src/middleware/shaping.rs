@@ -19,8 +19,7 @@ use super::limiter::{Origin, RateLimiter};
 /// slot back with [`RateLimiter::refund`].
 ///
 /// A slot the limiter named by its end ([`Origin::Slot`], or [`Origin::FallbackSlot`] for a
-/// Redis limiter's local fallback: a `KeyedLimiter`'s, a Redis shaper's, a keyed or direct
-/// fallback's) goes back only if it is still the end of the key's queue: no request of the key
+/// stand-in: a `KeyedLimiter`'s, a remote shaper's, its local fallback's) goes back only if it is still the end of the key's queue: no request of the key
 /// has been given a slot after it since (other than ones given back in their turn). Then the
 /// key's bucket moves back one interval and the next request takes the slot exactly. Otherwise
 /// nothing is given back and the slot passes unused: the requests behind keep their timers, and
@@ -28,8 +27,8 @@ use super::limiter::{Origin, RateLimiter};
 /// never less than one interval apart. With one slot every 10 s and A, B, C, D given 0, 10, 20
 /// and 30 s, B leaving gives nothing back and E, the next, is given 40 s; D, C and B leaving in
 /// that order give back all three. A slot not named ([`Origin::Limiter`], [`Origin::Fallback`]:
-/// a `RateLimiter` or `LocalFallback` of your own that keeps the provided methods) goes back as
-/// its `refund` (or `refund_n`) gives it.
+/// a `RateLimiter` of your own, or a stand-in, that keeps the provided methods) goes back as
+/// its `refund` gives it.
 pub(crate) struct Slot<L: RateLimiter<X::Key>, X: KeyExtractor> {
     shared: Arc<Shared<L, X>>,
     /// `None` once the slot is used.

@@ -8,8 +8,9 @@ use super::faults::LogFaults;
 use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
+use crate::direct::decision_methods;
 use crate::error::CostTooLarge;
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Decision, Timestamp};
 
 /// A [`SlidingLog`] for one stream of requests, shared by every thread that holds a reference
@@ -71,69 +72,7 @@ impl<C: Clock> LogLimiter<C> {
         LogLimiter { faults, ..self }
     }
 
-    /// Decides one request of weight 1 now, and records it if admitted.
-    #[inline]
-    pub fn check(&self) -> Decision {
-        self.check_at(self.clock.now())
-    }
-
-    /// Decides one request of weight `cost` now, and records it if admitted.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`] when `cost` exceeds the [capacity](Self::capacity) (the limit): such a
-    /// request could never pass. The log is not touched.
-    #[inline]
-    pub fn check_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.check_n_at(cost, self.clock.now())
-    }
-
-    /// What [`check`](Self::check) would answer now, without recording anything.
-    #[inline]
-    pub fn peek(&self) -> Decision {
-        self.peek_at(self.clock.now())
-    }
-
-    /// What [`check_n`](Self::check_n) would answer now, without recording anything.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n(&self, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.peek_n_at(cost, self.clock.now())
-    }
-
-    /// [`check`](Self::check) at a time the caller supplies instead of the clock's.
-    #[inline]
-    pub fn check_at(&self, now: Timestamp) -> Decision {
-        // The limit is at least 1.
-        self.decide(now.as_nanos(), 1)
-    }
-
-    /// [`check_n`](Self::check_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn check_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.decide(now.as_nanos(), cost))
-    }
-
-    /// [`peek`](Self::peek) at a time the caller supplies.
-    #[inline]
-    pub fn peek_at(&self, now: Timestamp) -> Decision {
-        self.log.decide(&lock(&self.state), now.as_nanos(), 1).decision
-    }
-
-    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n_at(&self, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.log.decide(&lock(&self.state), now.as_nanos(), cost).decision)
-    }
+    decision_methods!();
 
     /// Forgets every admission recorded so far: the log is empty again, as a new limiter's.
     /// Returns whether it was still limiting now (an admission still in the window). See
@@ -161,11 +100,6 @@ impl<C: Clock> LogLimiter<C> {
         &self.log
     }
 
-    /// The clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
-    }
-
     #[inline(always)]
     fn faults(&self) -> LogFaults {
         #[cfg(tollgate_loom)]
@@ -181,15 +115,29 @@ impl<C: Clock> LogLimiter<C> {
 
     /// The critical section: decide and record under one lock.
     #[inline]
-    fn decide(&self, now: u64, cost: u64) -> Decision {
-        let mut state = lock(&self.state);
-        let verdict = self.log.decide(&state, now, cost);
-        if verdict.record && self.faults().unlocks_before_record() {
-            drop(state);
-            state = lock(&self.state);
-        }
+    fn decide(&self, now: Timestamp, cost: u64) -> Decision {
+        let state = lock(&self.state);
+        let verdict = self.log.decide(&state, now.as_nanos(), cost);
+        let mut state = self.keep_locked(state, verdict.record);
         state.apply(&verdict, cost, self.log.window);
         verdict.decision
+    }
+
+    /// What [`decide`](Self::decide) would answer, recording nothing.
+    #[inline]
+    fn peek_decision(&self, now: Timestamp, cost: u64) -> Decision {
+        self.log.decide(&lock(&self.state), now.as_nanos(), cost).decision
+    }
+
+    /// The lock a decision holds, kept to record what it decided (`record`: its units). The
+    /// broken twin `unlock_before_record` releases it and takes it again in between.
+    #[inline(always)]
+    fn keep_locked<'a>(&'a self, state: MutexGuard<'a, LogState>, record: bool) -> MutexGuard<'a, LogState> {
+        if record && self.faults().unlocks_before_record() {
+            drop(state);
+            return lock(&self.state);
+        }
+        state
     }
 }
 

@@ -9,6 +9,7 @@ use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
+use crate::keyed::decision_methods;
 use crate::keyed::layout::TableLayout;
 use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
 use crate::{Decision, Timestamp, WhenFull};
@@ -118,14 +119,6 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         })
     }
 
-    /// The same limiter with another policy for new keys when the table is full.
-    pub fn when_full(self, policy: WhenFull) -> Self {
-        KeyedLogLimiter {
-            when_full: policy,
-            ..self
-        }
-    }
-
     /// The same limiter with steps of its locking left out: loom's broken twins only.
     #[cfg(tollgate_loom)]
     #[doc(hidden)]
@@ -133,69 +126,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         KeyedLogLimiter { faults, ..self }
     }
 
-    /// Decides one request of weight 1 for `key` now, and records it if admitted.
-    #[inline]
-    pub fn check(&self, key: &K) -> Decision {
-        self.check_at(key, self.clock.now())
-    }
-
-    /// Decides one request of weight `cost` for `key` now, and records it if admitted.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`] when `cost` exceeds the limit. Nothing is inserted.
-    #[inline]
-    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.check_n_at(key, cost, self.clock.now())
-    }
-
-    /// What [`check`](Self::check) would answer now, without recording or inserting anything.
-    #[inline]
-    pub fn peek(&self, key: &K) -> Decision {
-        self.peek_at(key, self.clock.now())
-    }
-
-    /// What [`check_n`](Self::check_n) would answer now, without recording or inserting
-    /// anything.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n(&self, key: &K, cost: u64) -> Result<Decision, CostTooLarge> {
-        self.peek_n_at(key, cost, self.clock.now())
-    }
-
-    /// [`check`](Self::check) at a time the caller supplies.
-    #[inline]
-    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
-        // The limit is at least 1.
-        self.decide(key, now, 1)
-    }
-
-    /// [`check_n`](Self::check_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn check_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.decide(key, now, cost))
-    }
-
-    /// [`peek`](Self::peek) at a time the caller supplies.
-    #[inline]
-    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
-        self.peek_decision(key, now, 1)
-    }
-
-    /// [`peek_n`](Self::peek_n) at a time the caller supplies.
-    ///
-    /// # Errors
-    /// [`CostTooLarge`], as for `check_n`.
-    #[inline]
-    pub fn peek_n_at(&self, key: &K, cost: u64, now: Timestamp) -> Result<Decision, CostTooLarge> {
-        self.fits(cost)?;
-        Ok(self.peek_decision(key, now, cost))
-    }
+    decision_methods!(K);
 
     /// Forgets every admission recorded for `key`: its next request is decided as a new key's.
     /// Returns whether the key was still being limited now; an absent or idle key has nothing
@@ -233,11 +164,6 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
             .sum()
     }
 
-    /// Whether the table holds no key.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The number of keys the table was built for, as passed to [`new`](Self::new).
     /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
     /// their slots are needed, up to [`slots`](Self::slots). Guaranteed as for
@@ -273,16 +199,6 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         &self.log
     }
 
-    /// The clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
-    }
-
-    /// The policy for new keys when the table is full.
-    pub fn full_policy(&self) -> WhenFull {
-        self.when_full
-    }
-
     #[inline(always)]
     fn faults(&self) -> LogFaults {
         #[cfg(tollgate_loom)]
@@ -308,15 +224,20 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         )
     }
 
+    /// Decides and records `cost` units for `key` (inserting it if absent) at the time `now`
+    /// gives, read before the key is hashed.
     #[inline]
-    fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+    fn decide(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
+        let now = now();
         let (shard, home, fingerprint) = self.locate(key);
         shard
             .decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults())
             .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
     }
 
-    fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+    /// What [`decide`](Self::decide) would answer, recording and inserting nothing.
+    fn peek_decision(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
+        let now = now();
         let (shard, home, fingerprint) = self.locate(key);
         shard
             .peek(&self.log, fingerprint, home, now.as_nanos(), cost)

@@ -304,13 +304,12 @@ async fn a_rolling_window_change_loses_the_longer_windows_units_at_most_once() {
     }
 }
 
-/// Writes for key `k` of `packed` (a packed log of limit 256 a minute) the log that admitting 256
-/// units at the start of each of `minutes` minutes left under the previous version's rule, which
-/// kept records that left the window until `limit + min(limit, 16)` = 272 were stored (this
-/// version drops them at the first admission that adds a record after one left, so only an
-/// instance of the previous version, in a fleet that mixes both, writes such a log): one record
-/// of 256 units per minute, then the trailer (`sliding_log.lua`). Moves `clock` one minute past
-/// the last record, as admitting them would.
+/// Writes for key `k` of `packed` (a packed log of limit 256 a minute) a log of the packed
+/// encoding that holds one record of 256 units at the start of each of `minutes` minutes, then
+/// the trailer (`sliding_log.lua`): a valid state, whose records all but the newest have left
+/// the packed log's window, written directly (the packed script rewrites a log without such
+/// records at its next admission that adds a record, so it never stores this many). Moves
+/// `clock` one minute past the last record.
 async fn fill_packed_log(
     raw: &mut redis::aio::MultiplexedConnection,
     packed: &RedisLimiter,
@@ -378,10 +377,10 @@ async fn a_log_quota_crossing_the_packed_limit_keeps_counting_its_units() {
     assert_eq!(admitted_of(&packed, "raised", 10).await, 0);
 }
 
-/// A packed log (limit <= 256) keeps records that left its own window until it is rewritten (by
-/// the previous version's rule, up to 272 of them), so a list quota with a longer window can
-/// find more than 256 of its units in its window. Moving 10240 of them into the list takes more
-/// than one `RPUSH` (Lua's `unpack` takes about 8000 values at most, and the script's error
+/// A packed log (limit <= 256) keeps records that left its own window until it is rewritten,
+/// so a list quota with a longer window can find more than 256 of its units in its window; the
+/// list script reads any state of the packed encoding. Moving 10240 of them into the list takes
+/// more than one `RPUSH` (Lua's `unpack` takes about 8000 values at most, and the script's error
 /// would fall to the failure policy).
 #[tokio::test(flavor = "current_thread")]
 async fn a_packed_log_of_many_units_moves_into_the_list() {

@@ -1,6 +1,6 @@
 //! Refunds through Redis (`RedisLimiter::refund_n`): the same answers as the local limiters'
-//! `refund_n_at`, the key's expiry kept exact, typed errors, best effort when Redis is away; and
-//! the fallbacks' slots (`LocalFallback::check_slot`, `refund_slot`). The tower layer's refunds
+//! `refund_n_at`, the key's expiry kept exact, typed errors, best effort when Redis is away; a
+//! shaper's slots (`RedisLimiter::check_slot`, `refund_slot`); and the fallbacks' slots (`LocalFallback::check_slot`, `refund_slot`). The tower layer's refunds
 //! are `refund_layer.rs` (through Redis) and `refund_fallback.rs` (through the fallback).
 
 use std::time::Duration;
@@ -300,6 +300,65 @@ async fn a_refund_without_redis_gives_nothing_back_and_leaves_the_breaker_alone(
         !matches!(answer.failure, Some(Failure::RecentlyDown(_))),
         "{answer:?}"
     );
+}
+
+/// `check_slot` names the end of the slot each of a Redis shaper's admissions took (the TAT
+/// its script stored), refuses a wait above the maximum with nothing counted, and
+/// `refund_slot` gives a slot back only while it ends the key's queue in Redis: D, C, B
+/// leaving in that order give back all three, B first gives nothing back. The other
+/// algorithms never delay: no end, and nothing to give back.
+#[tokio::test(flavor = "current_thread")]
+async fn a_slot_named_by_check_slot_goes_back_only_while_it_ends_the_queue() {
+    let server = shared_database();
+    let start = Timestamp::from_secs(1_800_000_000);
+    let clock = ManualClock::starting_at(start);
+    let shaper = LeakyBucket::new(quota("1/10s burst 5")).unwrap();
+    let limiter = client_time_limiter(&server, shaper, &clock, "slots:").await;
+    let secs = Duration::from_secs;
+    let mut ends = Vec::new();
+    for slot in 1..=3 {
+        let (answer, end) = limiter.check_slot("k", 1, None).await.unwrap();
+        assert_eq!(answer.decided_by, DecidedBy::Redis, "{answer:?}");
+        assert!(answer.is_allowed(), "{answer:?}");
+        assert_eq!(answer.decision.delay(), secs(10 * (slot - 1)));
+        assert_eq!(end, Some(start.saturating_add(secs(10 * slot))));
+        ends.push(end.unwrap());
+    }
+    // The next would wait 30 s: above 25 s, refused by the script, counted nowhere.
+    let (refused, end) = limiter.check_slot("k", 1, Some(secs(25))).await.unwrap();
+    assert_eq!(refused.decided_by, DecidedBy::Redis, "{refused:?}");
+    assert!(!refused.is_allowed(), "{refused:?}");
+    assert_eq!((refused.decision.retry_after(), end), (secs(5), None));
+    assert_eq!(
+        limiter.peek_n("k", 0).await.unwrap().decision.reset_after(),
+        secs(30)
+    );
+    assert!(
+        !limiter.refund_slot("k", 1, ends[1]).await.unwrap(),
+        "the middle of the queue"
+    );
+    assert!(
+        limiter.refund_slot("k", 1, ends[2]).await.unwrap(),
+        "the end of the queue"
+    );
+    assert!(
+        limiter.refund_slot("k", 1, ends[1]).await.unwrap(),
+        "the end, in its turn"
+    );
+    assert_eq!(
+        limiter.peek_n("k", 0).await.unwrap().decision.reset_after(),
+        secs(10)
+    );
+    // A token bucket's admission takes no slot; a window gives nothing back.
+    let bucket = TokenBucket::new(quota("1/10s burst 5")).unwrap();
+    let bucket = client_time_limiter(&server, bucket, &clock, "slots:").await;
+    let (answer, end) = bucket.check_slot("k", 1, Some(secs(1))).await.unwrap();
+    assert!(answer.is_allowed() && end.is_none(), "{answer:?} {end:?}");
+    let window = FixedWindow::new(quota("3/min")).unwrap();
+    let window = client_time_limiter(&server, window, &clock, "slots:").await;
+    let (answer, end) = window.check_slot("k", 1, None).await.unwrap();
+    assert!(answer.is_allowed() && end.is_none(), "{answer:?} {end:?}");
+    assert!(!window.refund_slot("k", 1, start).await.unwrap());
 }
 
 /// The keyed and direct limiters, as a fallback, name the end of the slot each admission gets

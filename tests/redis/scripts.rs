@@ -4,6 +4,16 @@
 use crate::redis_common::{raw_connection, shared_database};
 use redis::AsyncCommands;
 
+/// A script as the limiter sends it: `prologue.lua`, then the body of the file named.
+macro_rules! script {
+    ($body:literal) => {
+        concat!(
+            include_str!("../../src/distributed/prologue.lua"),
+            include_str!(concat!("../../src/distributed/", $body))
+        )
+    };
+}
+
 /// Each decision script refuses a weight the client never sends, called by another program:
 /// below 0 (every script), or above the limit (the logs, whose client refuses it as too large),
 /// with a `TOLLGATE_COST` error and nothing written. (Unchecked, such a weight is a Lua error on
@@ -14,44 +24,24 @@ async fn a_script_refuses_a_weight_its_client_never_sends() {
     let server = shared_database();
     let mut raw = raw_connection(&server).await;
     let scripts = [
-        (
-            "gcra",
-            include_str!("../../src/distributed/gcra.lua"),
-            [-1, 1_000, 10_000],
-        ),
-        (
-            "gcra_refund",
-            include_str!("../../src/distributed/gcra_refund.lua"),
-            [-1, 1_000, 10_000],
-        ),
-        (
-            "fixed_window",
-            include_str!("../../src/distributed/fixed_window.lua"),
-            [-1, 1_000_000, 10],
-        ),
+        ("gcra", script!("gcra.lua"), [-1, 1_000, 10_000]),
+        ("gcra_refund", script!("gcra_refund.lua"), [-1, 1_000, 10_000]),
+        ("fixed_window", script!("fixed_window.lua"), [-1, 1_000_000, 10]),
         (
             "sliding_window",
-            include_str!("../../src/distributed/sliding_window.lua"),
+            script!("sliding_window.lua"),
             [-1, 1_000_000, 10],
         ),
-        (
-            "sliding_log",
-            include_str!("../../src/distributed/sliding_log.lua"),
-            [-1, 1_000_000, 10],
-        ),
-        (
-            "sliding_log",
-            include_str!("../../src/distributed/sliding_log.lua"),
-            [11, 1_000_000, 10],
-        ),
+        ("sliding_log", script!("sliding_log.lua"), [-1, 1_000_000, 10]),
+        ("sliding_log", script!("sliding_log.lua"), [11, 1_000_000, 10]),
         (
             "sliding_log_list",
-            include_str!("../../src/distributed/sliding_log_list.lua"),
+            script!("sliding_log_list.lua"),
             [-1, 1_000_000, 10],
         ),
         (
             "sliding_log_list",
-            include_str!("../../src/distributed/sliding_log_list.lua"),
+            script!("sliding_log_list.lua"),
             [11, 1_000_000, 10],
         ),
     ];
