@@ -90,6 +90,7 @@ mod direct;
 pub mod distributed;
 mod error;
 mod keyed;
+pub mod live;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
@@ -114,6 +115,7 @@ pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
+pub use live::{Live, QuotaChangeError};
 pub use quota::{ParseQuotaError, Quota};
 #[cfg(tollgate_loom)]
 pub use sliding_log::LogFaults;

@@ -16,6 +16,7 @@ mod clock_steps;
 mod edges;
 mod errors;
 mod large_limits;
+mod live_changes;
 mod properties_fixed_window;
 mod properties_leaky_bucket;
 mod properties_sliding_window;
