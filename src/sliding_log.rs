@@ -24,6 +24,7 @@ mod live;
 mod per_key;
 mod ring;
 mod state;
+mod undo;
 
 pub use config::SlidingLog;
 pub use direct::LogLimiter;

@@ -1,6 +1,6 @@
 //! What an admission leaves for its exact undo ([`Algorithm::undo`](super::Algorithm::undo)).
 
-use crate::{Decision, Timestamp};
+use crate::{Decision, Outcome, Timestamp};
 
 /// One admission a limiter made: when it was decided, its weight, and when its decision said
 /// the limiter would be full again. Enough to undo it exactly a moment later
@@ -27,16 +27,21 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// The admission of `cost` units decided at `at`, whose `decision` (an admission) said the
-    /// limiter would be full again after its [`reset_after`](Decision::reset_after).
+    /// The admission of `cost` units decided at `at`, whose `decision` said the limiter would
+    /// be full again after its [`reset_after`](Decision::reset_after).
     ///
     /// `at` is the time the limiter decided at: the `now` passed to
     /// [`decide`](super::Algorithm::decide), or, for a sliding log, the time it recorded the
-    /// units at (later than the request's own when the clock stepped back).
+    /// units at (later than the request's own when the clock stepped back). A `decision` that
+    /// counted nothing (a refusal, an untracked admission) is an admission of weight 0, whose
+    /// undo gives nothing back.
     pub fn new(at: Timestamp, cost: u64, decision: &Decision) -> Admission {
         Admission {
             at,
-            cost,
+            cost: match decision.outcome() {
+                Outcome::Allowed => cost,
+                Outcome::Denied | Outcome::TableFull | Outcome::AllowedUntracked => 0,
+            },
             end: at.saturating_add(decision.reset_after()),
         }
     }
@@ -46,7 +51,7 @@ impl Admission {
         self.at
     }
 
-    /// Its weight.
+    /// Its weight: 0 for a decision that counted nothing.
     pub const fn cost(&self) -> u64 {
         self.cost
     }
