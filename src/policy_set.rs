@@ -40,7 +40,7 @@ pub const MAX_POLICIES: usize = 8;
 /// let burst = KeyedLimiter::<str, _, _>::with_clock(TokenBucket::new("10/s".parse()?)?, 1_000, clock.clone())?;
 /// let daily = KeyedLimiter::<str, _, _>::with_clock(FixedWindow::new("12/d".parse()?)?, 1_000, clock.clone())?;
 /// let global = DirectLimiter::with_clock(TokenBucket::new("50000/s".parse()?)?, clock.clone());
-/// let set = PolicySet::new("burst", burst).and("daily", daily)?.and("global", global)?;
+/// let set = PolicySet::new("burst", burst)?.and("daily", daily)?.and("global", global)?;
 ///
 /// let first = set.check("alice");
 /// assert!(first.is_allowed());
@@ -78,27 +78,30 @@ struct Named<K: ?Sized> {
 
 impl<K: ?Sized> PolicySet<K> {
     /// A set of one policy, `limiter`, named `name`; add the others with [`and`](Self::and).
-    pub fn new(name: &str, limiter: impl SetMember<K> + 'static) -> PolicySet<K> {
-        PolicySet {
+    ///
+    /// # Errors
+    /// [`PolicySetError::InvalidName`] when `name` is empty or not printable ASCII (the
+    /// `RateLimit` fields write it).
+    pub fn new(name: &str, limiter: impl SetMember<K> + 'static) -> Result<PolicySet<K>, PolicySetError> {
+        check_name(name)?;
+        Ok(PolicySet {
             policies: vec![Named {
                 name: name.to_owned(),
                 limiter: Box::new(limiter),
             }],
-        }
+        })
     }
 
     /// The same set with `limiter` as one more policy, named `name`, asked after the others.
     ///
     /// # Errors
-    /// [`PolicySetError`]: the set is full ([`MAX_POLICIES`]), `name` is empty, or another
-    /// policy has it.
+    /// [`PolicySetError`]: the set is full ([`MAX_POLICIES`]), `name` is empty or not printable
+    /// ASCII, or another policy has it.
     pub fn and(mut self, name: &str, limiter: impl SetMember<K> + 'static) -> Result<PolicySet<K>, PolicySetError> {
         if self.policies.len() == MAX_POLICIES {
             return Err(PolicySetError::TooMany { max: MAX_POLICIES });
         }
-        if name.is_empty() {
-            return Err(PolicySetError::EmptyName);
-        }
+        check_name(name)?;
         if self.policies.iter().any(|policy| policy.name == name) {
             return Err(PolicySetError::DuplicateName { name: name.to_owned() });
         }
@@ -255,6 +258,14 @@ impl<K: ?Sized> PolicySet<K> {
         let mut decisions = [None; MAX_POLICIES];
         decisions[0] = Some(Decision::denied(0, u64::MAX, 0));
         SetDecision::new(decisions, self.policies.len())
+    }
+}
+
+/// `Ok` for a name the `RateLimit` fields can write: printable ASCII, at least one character.
+fn check_name(name: &str) -> Result<(), PolicySetError> {
+    match !name.is_empty() && name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        true => Ok(()),
+        false => Err(PolicySetError::InvalidName { name: name.to_owned() }),
     }
 }
 

@@ -18,8 +18,12 @@ pub enum PolicySetError {
         /// The name given twice.
         name: String,
     },
-    /// An empty name.
-    EmptyName,
+    /// A name that is empty or not printable ASCII (the `RateLimit` fields write it as a
+    /// structured-field string).
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
 }
 
 impl fmt::Display for PolicySetError {
@@ -33,7 +37,10 @@ impl fmt::Display for PolicySetError {
                 f,
                 "the policy name {name:?} is given twice; give each policy of a set its own name"
             ),
-            PolicySetError::EmptyName => f.write_str("a policy needs a name of at least one character"),
+            PolicySetError::InvalidName { name } => write!(
+                f,
+                "the policy name {name:?} cannot name a policy (use 1 or more printable ASCII characters)"
+            ),
         }
     }
 }

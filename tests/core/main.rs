@@ -17,6 +17,7 @@ mod edges;
 mod errors;
 mod large_limits;
 mod live_changes;
+mod live_stress;
 mod policy_sets;
 mod properties_fixed_window;
 mod properties_leaky_bucket;

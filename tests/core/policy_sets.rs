@@ -66,14 +66,14 @@ fn build(specs: &[Spec], clock: &ManualClock) -> (PolicySet<u64>, Vec<Model>) {
                     true => {
                         let limiter = KeyedLimiter::with_clock(algorithm, 8, clock.clone()).expect("valid");
                         set = Some(match set.take() {
-                            None => PolicySet::new(&name, limiter),
+                            None => PolicySet::new(&name, limiter).expect("a name"),
                             Some(set) => set.and(&name, limiter).expect("room"),
                         });
                     }
                     false => {
                         let limiter = DirectLimiter::with_clock(algorithm, clock.clone());
                         set = Some(match set.take() {
-                            None => PolicySet::new(&name, limiter),
+                            None => PolicySet::new(&name, limiter).expect("a name"),
                             Some(set) => set.and(&name, limiter).expect("room"),
                         });
                     }
@@ -99,7 +99,7 @@ fn build(specs: &[Spec], clock: &ManualClock) -> (PolicySet<u64>, Vec<Model>) {
                 let log = SlidingLog::new(quota).expect("valid");
                 let limiter = KeyedLogLimiter::with_clock(log, 8, clock.clone()).expect("valid");
                 set = Some(match set.take() {
-                    None => PolicySet::new(&name, limiter),
+                    None => PolicySet::new(&name, limiter).expect("a name"),
                     Some(set) => set.and(&name, limiter).expect("room"),
                 });
                 models.push(Model::Log(SlidingLogModel::new(w, limit)));
@@ -195,7 +195,7 @@ fn racing_requests_never_share_a_last_unit_and_leave_exact_counts() {
         );
         let global = Arc::new(DirectLimiter::with_clock(window(500), clock.clone()));
         let set = PolicySet::new("per-key", Arc::clone(&per_key))
-            .and("log", Arc::clone(&log))
+            .and_then(|set| set.and("log", Arc::clone(&log)))
             .and_then(|set| set.and("global", Arc::clone(&global)))
             .expect("three policies");
         let set = Arc::new(set);
@@ -246,19 +246,21 @@ fn racing_requests_never_share_a_last_unit_and_leave_exact_counts() {
 fn a_set_refuses_a_name_twice_and_a_ninth_policy() {
     let clock = ManualClock::new();
     let bucket = || DirectLimiter::with_clock(TokenBucket::new("1/s".parse().expect("valid")).expect("valid"), clock.clone());
-    let set = PolicySet::<str>::new("a", bucket());
+    let set = PolicySet::<str>::new("a", bucket()).expect("a name");
     let error = set.and("a", bucket()).expect_err("a name twice");
     assert_eq!(error, PolicySetError::DuplicateName { name: "a".to_owned() });
     assert!(error.to_string().contains("give each policy of a set its own name"), "{error}");
-    let mut set = PolicySet::<str>::new("p0", bucket());
+    let mut set = PolicySet::<str>::new("p0", bucket()).expect("a name");
     for index in 1..MAX_POLICIES {
         set = set.and(&format!("p{index}"), bucket()).expect("room");
     }
     assert_eq!(set.len(), MAX_POLICIES);
     assert_eq!(set.and("more", bucket()).expect_err("full"), PolicySetError::TooMany { max: MAX_POLICIES });
-    let set = PolicySet::<str>::new("a", bucket());
-    assert_eq!(set.and("", bucket()).expect_err("empty"), PolicySetError::EmptyName);
-    let heavy = PolicySet::<str>::new("small", bucket());
+    let set = PolicySet::<str>::new("a", bucket()).expect("a name");
+    assert_eq!(set.and("", bucket()).expect_err("empty"), PolicySetError::InvalidName { name: String::new() });
+    let error = PolicySet::<str>::new("caf\u{e9}", bucket()).expect_err("not ASCII");
+    assert!(error.to_string().contains("printable ASCII"), "{error}");
+    let heavy = PolicySet::<str>::new("small", bucket()).expect("a name");
     assert_eq!(heavy.check_n("k", 2).expect_err("too heavy").capacity, 1);
 }
 
