@@ -24,6 +24,7 @@ mod faults;
 mod fleet;
 mod keys;
 mod large_limits;
+mod live_quota;
 #[cfg(feature = "tower")]
 mod layer;
 mod log_wrapping;
