@@ -14,6 +14,7 @@
 //!
 //! Run everything and write `docs/benchmarks.md` with its pictures: `benches/run`.
 
+mod changeable;
 mod compiled_loops;
 mod direct;
 mod float_bucket;
@@ -30,6 +31,10 @@ pub use direct::{
     tollgate_sliding_window_wide, tollgate_token_bucket, Direct, DirectContender, GovernorDirect,
     GovernorDirectLimiter, MutexBucketDirect, RatelimitDirect, TollgateDirect, TollgateElapsed, TollgateLog,
     ALLOWED_RUN,
+};
+pub use changeable::{
+    tollgate_fixed_window_live, tollgate_sliding_window_live, tollgate_token_bucket_live, DirectSet, KeyedSet,
+    TollgateKeyedLive, TollgateKeyedSet, TollgateLive, TollgateLogLive, TollgateSet,
 };
 pub use float_bucket::{FloatTokenBucket, MutexTokenBucket};
 pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
