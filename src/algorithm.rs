@@ -8,6 +8,7 @@
 //! atomic cell ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these
 //! functions inside a compare-and-swap loop; tests run them on plain integers.
 
+mod admission;
 mod divisor;
 mod fixed_window;
 mod gcra;
@@ -17,6 +18,7 @@ pub(crate) mod steps;
 mod token_bucket;
 mod window;
 
+pub use admission::Admission;
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::{GcraState, MAX_EMISSION_INTERVAL};
 pub use leaky_bucket::LeakyBucket;
@@ -125,6 +127,26 @@ pub trait Algorithm: Send + Sync {
         self.refund(state, now, cost)
     }
 
+    /// Undoes `admission`, made a moment ago on this state's key, exactly: returns the state to
+    /// store, which decides every later request (at the admission's time or after it) as if
+    /// the request had been refused instead. Used by a [`PolicySet`](crate::PolicySet) to give
+    /// back what the policies before a refusing one took.
+    ///
+    /// Unlike [`refund`](Self::refund), every algorithm can: the admission says when its units
+    /// were counted. A fixed window subtracts them from its count while the stored window is
+    /// still the one they were counted in (after that they count no more); a sliding window from
+    /// its current count, or from its previous one once the window has moved on once; the
+    /// buckets move their TAT back as [`refund_slot`](Self::refund_slot) does, only while the
+    /// admission still ends the queue (otherwise nothing is given back, so that no request
+    /// scheduled behind it gains). Never gives back more than the admission took.
+    ///
+    /// The default is `refund_slot` with the admission's time, weight and end: right for the
+    /// buckets, and for an algorithm whose `refund_slot` gives nothing back (its units are then
+    /// kept: never an over-admission).
+    fn undo(&self, state: u64, admission: &Admission) -> u64 {
+        self.refund_slot(state, admission.at(), admission.cost(), admission.end())
+    }
+
     /// Whether this configuration keeps its state in 128 bits, decided by the `_wide` methods:
     /// a window whose limit does not fit one 64-bit word beside its window index
     /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]). Chosen at
@@ -163,6 +185,33 @@ pub trait Algorithm: Send + Sync {
         match self.is_wide() {
             true => self.is_idle_wide(state, now),
             false => self.is_reclaimable(low_half(state), now),
+        }
+    }
+
+    /// How many times this configuration's parameters have been changed live: 0 for every
+    /// algorithm but [`Live`](crate::Live), which counts its changes. A tower layer that
+    /// announces the quota builds its fields again when this moves.
+    fn changes(&self) -> u64 {
+        0
+    }
+
+    /// The policy the tower layer announces for this configuration (feature `tower`):
+    /// tollgate's algorithms announce their
+    /// [`AnnouncedPolicy`](crate::middleware::AnnouncedPolicy); the default announces none (a
+    /// [`PolicySet`](crate::PolicySet) member without one is left out of the fields).
+    #[cfg(feature = "tower")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+    fn announced(&self) -> Option<crate::middleware::Policy> {
+        None
+    }
+
+    /// [`undo`](Self::undo) on a 128-bit state (see [`decide_wide`](Self::decide_wide)). A
+    /// wide configuration overrides it; the default undoes the low 64 bits of any other, and
+    /// keeps a wide state as it is.
+    fn undo_wide(&self, state: u128, admission: &Admission) -> u128 {
+        match self.is_wide() {
+            true => state,
+            false => u128::from(self.undo(low_half(state), admission)),
         }
     }
 

@@ -141,6 +141,12 @@ impl Decision {
         }
     }
 
+    /// The same decision with the request waiting `delay_nanos` for its slot (a policy set's
+    /// admission: the longest wait any of its policies gave).
+    pub(crate) const fn with_delay(self, delay_nanos: u64) -> Self {
+        Decision { delay_nanos, ..self }
+    }
+
     /// Why the request passes or not.
     pub const fn outcome(&self) -> Outcome {
         self.outcome

@@ -1,6 +1,8 @@
 //! The un-keyed limiter: one algorithm, one cache-padded state word (128 bits for a wide
 //! state), one clock.
 
+mod undo;
+
 use std::fmt;
 use std::time::Duration;
 

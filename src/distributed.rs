@@ -57,6 +57,7 @@ mod error;
 #[cfg(feature = "tower")]
 mod layer;
 mod limiter;
+mod live;
 mod policy;
 mod redacted;
 mod refund;

@@ -6,6 +6,7 @@ pub(crate) mod layout;
 pub(crate) mod locked;
 mod shard;
 mod slot;
+mod undo;
 mod wide;
 
 #[cfg(tollgate_loom)]

@@ -90,9 +90,11 @@ mod direct;
 pub mod distributed;
 mod error;
 mod keyed;
+pub mod live;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
+pub mod policy_set;
 mod quota;
 mod sliding_log;
 mod sync;
@@ -114,6 +116,8 @@ pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
+pub use live::{Live, QuotaChangeError};
+pub use policy_set::{PolicySet, SetDecision};
 pub use quota::{ParseQuotaError, Quota};
 #[cfg(tollgate_loom)]
 pub use sliding_log::LogFaults;

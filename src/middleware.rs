@@ -54,6 +54,7 @@
 //!
 //! [`KeyedLimiter`]: crate::KeyedLimiter
 
+mod announcement;
 mod client_ip;
 mod fields;
 mod forwarded;
@@ -68,6 +69,7 @@ mod policy;
 mod refusal;
 mod route;
 mod service;
+mod set_limiter;
 mod shaping;
 
 pub use client_ip::{ClientIp, ForwardedHeader};
@@ -76,7 +78,7 @@ pub use ip_range::{IpRange, IpRangeError};
 pub use ipv6_prefix::Ipv6Prefix;
 pub use key::{HeaderKey, KeyError, KeyExtractor, KeyFn, PeerIp};
 pub use layer::{MissingKey, OnLimiterError, RateLimitBuilder, RateLimitLayer};
-pub use limiter::{LimiterError, Origin, RateLimiter};
+pub use limiter::{LimiterError, NamedPolicy, Origin, RateLimiter};
 pub use peer::{AddPeerAddr, PeerAddr, PeerAddrLayer};
 pub use policy::{AnnouncedPolicy, Policy};
 pub use route::RouteFilter;

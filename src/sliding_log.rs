@@ -9,7 +9,9 @@
 //!   `crate::sync` (loom's under `--cfg tollgate_loom`); the keyed one in the locked table
 //!   `crate::keyed::locked`, which [`per_key`] fits the log into;
 //! - [`faults`]: steps of the locking that loom's broken twins leave out (of the locked keyed
-//!   table's too).
+//!   table's too);
+//! - [`live`]: a limit and window changed while the limiters run (`set_quota`), and [`undo`]:
+//!   an admission given back exactly (a policy set's refusal).
 //!
 //! Why a lock and not a compare-and-swap: `docs/design.md`, "Sliding window log".
 
@@ -18,9 +20,11 @@ mod decide;
 mod direct;
 mod faults;
 mod keyed;
+mod live;
 mod per_key;
 mod ring;
 mod state;
+mod undo;
 
 pub use config::SlidingLog;
 pub use direct::LogLimiter;

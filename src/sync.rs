@@ -1,4 +1,5 @@
-//! The one place tollgate takes its atomics (and the sliding log's mutex) from.
+//! The one place tollgate takes its atomics (and the sliding log's mutex, and the snapshot cell
+//! of a changeable limiter's parameters) from.
 //!
 //! Under `--cfg tollgate_loom` the atomics and the mutex are loom's, so that the `loom-tests`
 //! crate model-checks the very compare-and-swap loops (and sliding-log critical sections) that
@@ -6,7 +7,10 @@
 //! dependencies that also look at `cfg(loom)`.
 
 #[cfg(tollgate_loom)]
+mod loom_snapshot;
+#[cfg(tollgate_loom)]
 mod loom_u128;
+mod snapshot;
 
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +18,8 @@ pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(tollgate_loom)]
 pub(crate) use loom_u128::AtomicU128;
+
+pub(crate) use snapshot::{Loaded, Snapshot};
 
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::AtomicU128;

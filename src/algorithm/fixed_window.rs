@@ -8,7 +8,7 @@ use crate::error::QuotaError;
 use crate::{Decision, Quota, Timestamp};
 
 use super::window::{nanos_until, Packing, WideLayout, WindowLayout};
-use super::{low_half, Algorithm, OutOfLine, Transition};
+use super::{low_half, Admission, Algorithm, OutOfLine, Transition};
 
 const FIELDS: u32 = 1;
 
@@ -190,6 +190,24 @@ impl FixedWindow {
             || packing.index(state).saturating_add(1) < self.layout.index_of(now.as_nanos())
     }
 
+    /// See [`Algorithm::undo`]: the admission's units come off the count while the stored
+    /// window is the one they were counted in, the window before the end of its decision's
+    /// reset-after (later than its own time's window when the clock had stepped back).
+    fn undo_in<P: Packing>(&self, packing: &P, state: P::Word, admission: &Admission) -> P::Word {
+        let end = admission.end().as_nanos();
+        // `end` is that window's end; near the end of representable time it saturates, and the
+        // admission's own window (never later than the counted one) bounds it from below.
+        let counted = self
+            .layout
+            .index_of(end.saturating_sub(1))
+            .max(self.layout.index_of(admission.at().as_nanos()));
+        if admission.cost() == 0 || packing.index(state) != counted {
+            return state;
+        }
+        let count = packing.counter(state, 0).saturating_sub(admission.cost());
+        packing.pack(counted, &[count])
+    }
+
     /// See [`Algorithm::reclaimable_in`].
     fn reclaimable_in_in<P: Packing>(&self, packing: &P, state: P::Word, now: Timestamp) -> Duration {
         if packing.counter(state, 0) == 0 {
@@ -262,6 +280,11 @@ impl FixedWindow {
 }
 
 impl Algorithm for FixedWindow {
+    #[cfg(feature = "tower")]
+    fn announced(&self) -> Option<crate::middleware::Policy> {
+        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    }
+
     fn capacity(&self) -> u64 {
         self.limit.get()
     }
@@ -318,6 +341,13 @@ impl Algorithm for FixedWindow {
         }
     }
 
+    fn undo(&self, state: u64, admission: &Admission) -> u64 {
+        match self.wide {
+            true => low_half(self.undo_wide(u128::from(state), admission)),
+            false => self.undo_in(&self.layout, state, admission),
+        }
+    }
+
     fn is_wide(&self) -> bool {
         self.wide
     }
@@ -351,6 +381,13 @@ impl Algorithm for FixedWindow {
         match self.wide {
             true => self.reclaimable_in_in(&WIDE, state, now),
             false => self.reclaimable_in(low_half(state), now),
+        }
+    }
+
+    fn undo_wide(&self, state: u128, admission: &Admission) -> u128 {
+        match self.wide {
+            true => self.undo_in(&WIDE, state, admission),
+            false => u128::from(self.undo(low_half(state), admission)),
         }
     }
 }

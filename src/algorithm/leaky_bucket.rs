@@ -78,6 +78,11 @@ impl LeakyBucket {
 }
 
 impl Algorithm for LeakyBucket {
+    #[cfg(feature = "tower")]
+    fn announced(&self) -> Option<crate::middleware::Policy> {
+        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    }
+
     fn capacity(&self) -> u64 {
         self.gcra.capacity()
     }

@@ -9,7 +9,7 @@ use crate::error::QuotaError;
 use crate::{Decision, Quota, Timestamp};
 
 use super::window::{Packing, WideLayout, WindowLayout};
-use super::{low_half, Algorithm, Transition};
+use super::{low_half, Admission, Algorithm, Transition};
 
 mod general;
 mod in_u64;
@@ -254,6 +254,32 @@ impl SlidingWindow {
         }
     }
 
+    /// See [`Algorithm::undo`]: the admission's units come off the current count while the
+    /// stored window is the one they were counted in, off the previous count once the window has
+    /// moved on once, and then count no more. The counted window is the one two before the end
+    /// of the admission's reset-after (later than its own time's window when the clock had
+    /// stepped back).
+    fn undo_in<P: Packing>(&self, packing: &P, state: P::Word, admission: &Admission) -> P::Word {
+        let end = admission.end().as_nanos();
+        // `end - 1` is in the window after the counted one; near the end of representable time
+        // `end` saturates, and the admission's own window (never later than the counted one)
+        // bounds it from below.
+        let counted = self
+            .layout
+            .index_of(end.saturating_sub(1))
+            .saturating_sub(1)
+            .max(self.layout.index_of(admission.at().as_nanos()));
+        let stored = packing.index(state);
+        let (mut previous, mut current) = (packing.counter(state, PREVIOUS), packing.counter(state, CURRENT));
+        match stored.checked_sub(counted) {
+            _ if admission.cost() == 0 => return state,
+            Some(0) => current = current.saturating_sub(admission.cost()),
+            Some(1) => previous = previous.saturating_sub(admission.cost()),
+            _ => return state,
+        }
+        packing.pack(stored, &[current, previous])
+    }
+
     /// The decision in either layout for a weight in `1..=limit` in the stored window or a
     /// later one below `fast_end`, in `u64` ([`decide_in_u64`](Self::decide_in_u64)); `None` for
     /// everything else, which the caller decides by the definition
@@ -323,6 +349,11 @@ impl SlidingWindow {
 }
 
 impl Algorithm for SlidingWindow {
+    #[cfg(feature = "tower")]
+    fn announced(&self) -> Option<crate::middleware::Policy> {
+        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    }
+
     fn capacity(&self) -> u64 {
         self.limit.get()
     }
@@ -359,6 +390,13 @@ impl Algorithm for SlidingWindow {
         }
     }
 
+    fn undo(&self, state: u64, admission: &Admission) -> u64 {
+        match self.wide {
+            true => low_half(self.undo_wide(u128::from(state), admission)),
+            false => self.undo_in(&self.layout, state, admission),
+        }
+    }
+
     fn is_wide(&self) -> bool {
         self.wide
     }
@@ -378,6 +416,13 @@ impl Algorithm for SlidingWindow {
         match self.wide {
             true => self.is_idle_in(&WIDE, state, now),
             false => self.is_idle(low_half(state), now),
+        }
+    }
+
+    fn undo_wide(&self, state: u128, admission: &Admission) -> u128 {
+        match self.wide {
+            true => self.undo_in(&WIDE, state, admission),
+            false => u128::from(self.undo(low_half(state), admission)),
         }
     }
 }

@@ -65,6 +65,11 @@ impl TokenBucket {
 }
 
 impl Algorithm for TokenBucket {
+    #[cfg(feature = "tower")]
+    fn announced(&self) -> Option<crate::middleware::Policy> {
+        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    }
+
     fn capacity(&self) -> u64 {
         self.gcra.capacity()
     }

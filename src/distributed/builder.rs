@@ -11,11 +11,13 @@ use super::breakers::Breakers;
 use super::connection::{ClusterError, Connection};
 use super::error::RedisConfigError;
 use super::limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
+use super::live::Configured;
 use super::policy::FailurePolicy;
 use super::time::TimeSource;
 use super::verify::node_name;
 use super::RedisAlgorithm;
 use crate::clock::Clock;
+use crate::sync::{AtomicU64, Snapshot};
 
 impl RedisLimiter {
     /// Starts building a limiter on the Redis at `url` (`redis://host:port/db`), running
@@ -223,8 +225,11 @@ impl RedisLimiterBuilder {
         Ok(RedisLimiter {
             connection,
             target: self.target,
-            algorithm: self.algorithm,
-            program,
+            configured: Snapshot::new(Configured {
+                algorithm: self.algorithm,
+                program,
+            }),
+            changes: AtomicU64::new(0),
             prefix: self.prefix,
             time: self.time,
             deadline: self.deadline,

@@ -50,6 +50,15 @@ pub enum RedisConfigError {
         /// The interval the scripts would run, in whole microseconds.
         redis_interval: Duration,
     },
+    /// A live change to another algorithm ([`RedisLimiter::set_algorithm`](super::RedisLimiter::set_algorithm)):
+    /// its keys are another algorithm's (a key's name ends in its algorithm), so the states the
+    /// fleet holds would not be read. Build a new limiter for another algorithm.
+    AlgorithmChanged {
+        /// The running algorithm.
+        from: &'static str,
+        /// The algorithm offered.
+        to: &'static str,
+    },
     /// A sliding log whose limit exceeds what one Redis key holds: one list entry per unit, and
     /// a request of weight `n` writes `n` entries in one script, which Redis runs alone.
     LogTooLarge {
@@ -130,6 +139,11 @@ impl RedisConfigError {
 impl fmt::Display for RedisConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            RedisConfigError::AlgorithmChanged { from, to } => write!(
+                f,
+                "a Redis limiter cannot change from a {from} to a {to} live: the fleet's keys are the \
+                 {from}'s; build a new limiter for the {to}"
+            ),
             RedisConfigError::InvalidUrl { reason } => write!(
                 f,
                 "invalid Redis URL ({reason}); expected `redis://[[user]:password@]host[:port][/db]` \

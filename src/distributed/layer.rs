@@ -118,11 +118,17 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
     /// to whole microseconds (up to 1% slower than the local bucket's), so that the announced
     /// `q` never promises what the fleet's bucket does not admit.
     fn policy(&self) -> Policy {
-        let policy = self.algorithm().policy();
-        match self.bucket_interval() {
+        // One snapshot: the policy and the interval of one quota.
+        let configured = self.configured.load();
+        let policy = configured.algorithm.policy();
+        match configured.program.reader.bucket_interval() {
             Some(interval) => policy.running_at(interval),
             None => policy,
         }
+    }
+
+    fn policy_changes(&self) -> u64 {
+        self.changes()
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {

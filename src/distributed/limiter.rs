@@ -14,10 +14,12 @@ use super::cause::RedisFailureCause;
 use super::classify::classify;
 use super::connection::Connection;
 use super::error::{RedisCheckError, RedisResetError};
+use super::live::Configured;
 use super::policy::{Failure, FailurePolicy, RedisDecision};
 use super::refund::Refund;
 use super::reply;
 use super::time::TimeSource;
+use crate::sync::{AtomicU64, Snapshot};
 use crate::{CostTooLarge, Decision, Timestamp};
 
 /// 2^53: the integers a Lua number holds exactly. No TAT a script stored is at or past it.
@@ -86,8 +88,11 @@ pub struct RedisLimiter {
     pub(super) connection: Connection,
     /// Its URL, or its seed nodes (for [`verify`](Self::verify)).
     pub(super) target: Target,
-    pub(super) algorithm: RedisAlgorithm,
-    pub(super) program: Program,
+    /// The algorithm and its script call, read as one snapshot per call and replaced whole by
+    /// [`set_algorithm`](Self::set_algorithm).
+    pub(super) configured: Snapshot<Configured>,
+    /// How many times `set_algorithm` replaced them.
+    pub(super) changes: AtomicU64,
     pub(super) prefix: String,
     pub(super) time: TimeSource,
     pub(super) deadline: Duration,
@@ -233,8 +238,10 @@ impl RedisLimiter {
         cost: u64,
         end: Option<Timestamp>,
     ) -> Result<Option<Refund>, RedisCheckError> {
-        CostTooLarge::check(cost, self.program.capacity)?;
-        if !self.program.refunds {
+        let configured = self.configured.load();
+        let program = &configured.program;
+        CostTooLarge::check(cost, program.capacity)?;
+        if !program.refunds {
             return Ok(None);
         }
         let end = match end.map(|end| end.as_nanos() / 1_000) {
@@ -245,16 +252,16 @@ impl RedisLimiter {
         Ok(Some(Refund {
             connection: self.connection.clone(),
             breakers: Arc::clone(&self.breakers),
-            key: self.redis_key(key),
-            arguments: packed_arguments(cost, self.program.params, now),
+            key: self.key_with_suffix(key, program.suffix),
+            arguments: packed_arguments(cost, program.params, now),
             slot_end: end,
             deadline: self.deadline,
         }))
     }
 
-    /// The algorithm and its parameters.
-    pub fn algorithm(&self) -> &RedisAlgorithm {
-        &self.algorithm
+    /// The algorithm and its parameters, as they are now.
+    pub fn algorithm(&self) -> RedisAlgorithm {
+        self.configured.load().algorithm
     }
 
     /// The emission interval the script runs a bucket at: the algorithm's, rounded up to whole
@@ -262,12 +269,12 @@ impl RedisLimiter {
     /// otherwise), so that the fleet's bucket never admits more than the local one. `None` for
     /// the windows and the log.
     pub fn bucket_interval(&self) -> Option<Duration> {
-        self.program.reader.bucket_interval()
+        self.configured.load().program.reader.bucket_interval()
     }
 
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
-        self.program.capacity
+        self.configured.load().program.capacity
     }
 
     /// What this limiter answers by when Redis does not.
@@ -286,10 +293,10 @@ impl RedisLimiter {
 
     /// The key that holds `key`'s state in Redis: `{prefix}{{key}}:{algorithm}`.
     pub fn redis_key(&self, key: &str) -> String {
-        self.key_with_suffix(key, self.program.suffix)
+        self.key_with_suffix(key, self.configured.load().program.suffix)
     }
 
-    fn key_with_suffix(&self, key: &str, suffix: &str) -> String {
+    pub(super) fn key_with_suffix(&self, key: &str, suffix: &str) -> String {
         format!("{}{{{key}}}:{suffix}", self.prefix)
     }
 
@@ -298,8 +305,8 @@ impl RedisLimiter {
     /// empty or starts with `}`: its hash tag is then empty, Redis hashes each whole key, and the
     /// two keys fall in different slots, which no script may touch together (`CROSSSLOT`). Such a
     /// log then counts its own encoding's units only (`docs/distributed.md`, "Redis Cluster").
-    fn other_key(&self, key: &str) -> Option<String> {
-        let other = self.program.other_suffix?;
+    fn other_key(&self, program: &Program, key: &str) -> Option<String> {
+        let other = program.other_suffix?;
         let tag_is_empty = key.is_empty() || key.starts_with('}');
         if tag_is_empty && self.connection.is_cluster() {
             return None;
@@ -345,12 +352,14 @@ impl RedisLimiter {
             // `now_argument` fails only for a time out of range.
             _ => RedisResetError::Failed(Failure::Reply),
         })?;
-        let redis_key = self.redis_key(key);
-        let other_key = self.other_key(key);
+        let configured = self.configured.load();
+        let program = &configured.program;
+        let redis_key = self.key_with_suffix(key, program.suffix);
+        let other_key = self.other_key(program, key);
         let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
         let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
-        let (arguments, length) = packed_arguments(0, self.program.params, now);
-        let script = super::reset::script(&self.algorithm);
+        let (arguments, length) = packed_arguments(0, program.params, now);
+        let script = super::reset::script(&configured.algorithm);
         let args: [&[u8]; 1] = [&arguments[..length]];
         let answer = tokio::time::timeout(self.deadline, self.connection.run(script, keys, &args)).await;
         let breaker = self.breakers.of(&redis_key);
@@ -359,7 +368,7 @@ impl RedisLimiter {
                 breaker.succeeded();
                 // A reply of another shape (never expected): the keys are deleted, but whether
                 // they were limiting is unknown.
-                super::reset::still_limited(&self.program.reader, &reply)
+                super::reset::still_limited(&program.reader, &reply)
                     .ok_or(RedisResetError::Failed(Failure::Reply))
             }
             Ok(Err(error)) => match classify(&error, redis_key, None, self.connection.is_cluster()) {
@@ -419,13 +428,17 @@ impl RedisLimiter {
         cost: u64,
         mode: Mode,
     ) -> Result<(RedisDecision, Option<Timestamp>), RedisCheckError> {
-        CostTooLarge::check(cost, self.program.capacity)?;
+        // One snapshot of the algorithm for the whole call: the parameters sent, the reply's
+        // reading and the failure policy's capacity are one quota's.
+        let configured = self.configured.load();
+        let program = &configured.program;
+        CostTooLarge::check(cost, program.capacity)?;
         let now = self.time.now_argument()?;
-        let redis_key = self.redis_key(key);
-        let other_key = self.other_key(key);
+        let redis_key = self.key_with_suffix(key, program.suffix);
+        let other_key = self.other_key(program, key);
         let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
         let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
-        let (arguments, length) = packed_arguments(cost, self.program.params, now);
+        let (arguments, length) = packed_arguments(cost, program.params, now);
         // The packed arguments, then the mode's: nothing for a check, `'peek'`, or `'slot'` and
         // the longest wait.
         let mut args: [&[u8]; 3] = [&arguments[..length], b"", b""];
@@ -439,7 +452,7 @@ impl RedisLimiter {
             }
             Mode::Slot(max) => {
                 // Only the shaper's script has a `'slot'` mode; the others never delay.
-                if matches!(self.program.reader, super::algorithm::Reader::LeakyBucket(_)) {
+                if matches!(program.reader, super::algorithm::Reader::LeakyBucket(_)) {
                     args[1] = b"slot";
                     count = 2;
                     max_bytes = max.map(|max| slot_micros(max).to_le_bytes());
@@ -453,10 +466,10 @@ impl RedisLimiter {
         let breaker = self.breakers.of(&redis_key);
         let failure = match breaker.should_ask() {
             Ok(()) => {
-                let call = self.connection.run(&self.program.script, keys, &args[..count]);
+                let call = self.connection.run(&program.script, keys, &args[..count]);
                 let answer = tokio::time::timeout(self.deadline, call).await;
                 let failure = match answer {
-                    Ok(Ok(reply)) => match self.read(&reply, cost, mode) {
+                    Ok(Ok(reply)) => match read(program, &reply, cost, mode) {
                         Some((decision, end)) => {
                             breaker.succeeded();
                             // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
@@ -485,7 +498,7 @@ impl RedisLimiter {
         };
         let (decision, decided_by, end) =
             self.policy
-                .decide(key, cost, mode, self.program.capacity, self.probe_interval);
+                .decide(key, cost, mode, program.capacity, self.probe_interval);
         let decision = RedisDecision {
             decision,
             decided_by,
@@ -493,17 +506,18 @@ impl RedisLimiter {
         };
         Ok((decision, end))
     }
+}
 
-    /// A script's reply, read for `mode`: the decision, and a `'slot'` admission's end (µs).
-    fn read(&self, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
-        match (mode, &self.program.reader) {
-            (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
-                // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
-                let max = max.map(|max| slot_micros(max).saturating_mul(1_000));
-                reply::slot_decision(shaper, reply, cost, max)
-            }
-            _ => reply::decision(&self.program.reader, reply, cost).map(|decision| (decision, None)),
+/// A script's reply to `program`'s call, read for `mode`: the decision, and a `'slot'`
+/// admission's end (µs).
+fn read(program: &Program, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
+    match (mode, &program.reader) {
+        (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
+            // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
+            let max = max.map(|max| slot_micros(max).saturating_mul(1_000));
+            reply::slot_decision(shaper, reply, cost, max)
         }
+        _ => reply::decision(&program.reader, reply, cost).map(|decision| (decision, None)),
     }
 }
 
@@ -547,8 +561,8 @@ impl fmt::Debug for RedisLimiter {
         f.debug_struct("RedisLimiter")
             .field("connection", &self.connection)
             .field("prefix", &self.prefix)
-            .field("algorithm", &self.program.suffix)
-            .field("capacity", &self.program.capacity)
+            .field("algorithm", &self.configured.load().program.suffix)
+            .field("capacity", &self.capacity())
             .field("time", &self.time)
             .field("deadline", &self.deadline)
             .field("policy", &self.policy)

@@ -48,10 +48,12 @@ impl RedisLimiter {
                 "cluster".to_owned()
             }
         };
-        let key = self.redis_key(PROBE_KEY);
-        let (arguments, length) = packed_arguments(0, self.program.params, None);
+        let configured = self.configured.load();
+        let program = &configured.program;
+        let key = self.key_with_suffix(PROBE_KEY, program.suffix);
+        let (arguments, length) = packed_arguments(0, program.params, None);
         let (keys, args): ([&str; 1], [&[u8]; 2]) = ([key.as_str()], [&arguments[..length], b"peek"]);
-        let call = self.connection.run(&self.program.script, &keys, &args);
+        let call = self.connection.run(&program.script, &keys, &args);
         match tokio::time::timeout(wait, call).await {
             Err(_elapsed) => Err(config_error(node, RedisFailureCause::Timeout)),
             // A reply, or an error about the key's content (written by something else): Redis

@@ -367,6 +367,17 @@ impl<V> LockedShard<V> {
         soonest
     }
 
+    /// Runs `change` on every slot's value in turn, each under its lock, stopping at the first
+    /// error (a sliding log's rings grown for a raised limit, before the limit is read).
+    pub(crate) fn try_for_each_value<E>(
+        &self,
+        mut change: impl FnMut(&mut V) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.slots
+            .iter()
+            .try_for_each(|slot| change(&mut lock(&slot.value)))
+    }
+
     /// Runs `change` on the key's value under its lock if the key is present: its answer, or
     /// `None` for an absent key (a reset, a refund).
     pub(crate) fn with_key<R>(

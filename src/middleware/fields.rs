@@ -91,6 +91,9 @@ pub(crate) struct Fields {
     pub(crate) on_admitted: bool,
     /// Whether the legacy `X-RateLimit-Limit/Remaining/Reset` are written too.
     pub(crate) legacy: bool,
+    /// Whether a decision of this policy is reported (`RateLimit`, the legacy fields); a
+    /// [`silent`](Fields::silent) one writes `RateLimit-Policy` alone.
+    reports: bool,
 }
 
 /// The largest integer a structured field can carry (RFC 8941, section 3.3.1: at most 15
@@ -173,20 +176,60 @@ fn bucket_admits(burst: u64, interval: Duration, span_ns: u128) -> u128 {
 
 impl Fields {
     /// The fields of a policy whose name [`quote_policy_name`] wrote.
+    #[cfg(test)]
     pub(crate) fn new(name: QuotedName, policy: Policy) -> Fields {
-        let (q, w) = announced(policy);
-        let value = format!("{};q={q};w={w}", name.0);
-        // The quoted name is printable ASCII and the rest digits, so this never falls back.
-        let policy_value = HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""));
+        Fields::listed(vec![(name, policy)])
+            .pop()
+            .unwrap_or_else(|| Fields::silent(HeaderValue::from_static("")))
+    }
+
+    /// The fields of each of several policies (a policy set's), in order: each reports its own
+    /// decisions, and every one announces the whole list in `RateLimit-Policy`
+    /// (`"burst";q=10;w=1, "daily";q=10000;w=86400`).
+    pub(crate) fn listed(policies: Vec<(QuotedName, Policy)>) -> Vec<Fields> {
+        let items: Vec<(String, u64)> = policies
+            .iter()
+            .map(|(name, policy)| {
+                let (q, w) = announced(*policy);
+                (format!("{};q={q};w={w}", name.0), q)
+            })
+            .collect();
+        let policy_value = list_value(items.iter().map(|(item, _)| item.as_str()));
+        policies
+            .into_iter()
+            .zip(items)
+            .map(|((name, policy), (_, q))| Fields {
+                name: name.0,
+                policy_value: policy_value.clone(),
+                limit_value: decimal_value(q),
+                quota: policy.quota,
+                refill: policy.refill,
+                on_admitted: false,
+                legacy: false,
+                reports: true,
+            })
+            .collect()
+    }
+
+    /// Fields that report no decision: `RateLimit-Policy` is `policy_value` (the list
+    /// [`listed`](Self::listed) wrote; none when empty), and nothing else is written (a policy
+    /// set's member that announces no policy).
+    pub(crate) fn silent(policy_value: HeaderValue) -> Fields {
         Fields {
-            name: name.0,
+            name: String::new(),
             policy_value,
-            limit_value: decimal_value(q),
-            quota: policy.quota,
-            refill: policy.refill,
+            limit_value: decimal_value(0),
+            quota: 0,
+            refill: Refill::Unknown,
             on_admitted: false,
             legacy: false,
+            reports: false,
         }
+    }
+
+    /// The `RateLimit-Policy` value these fields announce.
+    pub(crate) fn policy_value(&self) -> &HeaderValue {
+        &self.policy_value
     }
 
     /// The fields for an admitted request: `r` the units that still pass now, and `t` the time
@@ -301,6 +344,13 @@ impl Fields {
     /// `remaining` (at most [`SF_INTEGER_MAX`]), `t` (absent when `None`) is `more` in whole
     /// seconds, rounded up (at most `u64::MAX` ns: 11 digits).
     pub(crate) fn prepare(&self, remaining: u64, more: Option<Duration>) -> PreparedFields {
+        if !self.reports {
+            return PreparedFields {
+                policy: (!self.policy_value.is_empty()).then(|| self.policy_value.clone()),
+                ratelimit: None,
+                legacy: None,
+            };
+        }
         let remaining = remaining.min(SF_INTEGER_MAX);
         let more = more.map(ceil_secs);
         // `"name";r=R;t=T`, written by hand: `format!` costs more than the rest of the field.
@@ -320,7 +370,7 @@ impl Fields {
         }
         debug_assert_eq!(value.len(), value.capacity());
         PreparedFields {
-            policy: self.policy_value.clone(),
+            policy: Some(self.policy_value.clone()),
             // The name is printable ASCII and the rest digits, so the value is always valid.
             ratelimit: HeaderValue::from_maybe_shared(Bytes::from(value)).ok(),
             legacy: self.legacy.then(|| {
@@ -334,10 +384,18 @@ impl Fields {
     }
 }
 
+/// A `RateLimit-Policy` value listing `items` (an sf-list: items joined by `, `).
+fn list_value<'a>(items: impl Iterator<Item = &'a str>) -> HeaderValue {
+    let value = items.collect::<Vec<_>>().join(", ");
+    // Quoted printable-ASCII names and digits, so this never falls back.
+    HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
 /// The fields of one decision, ready to be written.
 #[derive(Debug)]
 pub(crate) struct PreparedFields {
-    policy: HeaderValue,
+    /// `RateLimit-Policy`: none for a limiter that announces no policy.
+    policy: Option<HeaderValue>,
     ratelimit: Option<HeaderValue>,
     /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` (absent with `t`), when asked for.
     legacy: Option<(HeaderValue, HeaderValue, Option<HeaderValue>)>,
@@ -350,7 +408,9 @@ impl PreparedFields {
     /// this one appended (one more field line). The legacy fields hold one policy: the first
     /// layer to write them (the innermost) keeps them.
     pub(crate) fn write(self, headers: &mut HeaderMap) {
-        headers.append(RATELIMIT_POLICY.clone(), self.policy);
+        if let Some(policy) = self.policy {
+            headers.append(RATELIMIT_POLICY.clone(), policy);
+        }
         if let Some(ratelimit) = self.ratelimit {
             headers.append(RATELIMIT.clone(), ratelimit);
         }

@@ -9,7 +9,8 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use tower::Layer;
 
-use super::fields::{quote_policy_name, Fields, PolicyNameError, QuotedName};
+use super::announcement::Announcement;
+use super::fields::{quote_policy_name, PolicyNameError, QuotedName};
 use super::key::{KeyError, KeyExtractor};
 use super::limiter::RateLimiter;
 use super::refusal;
@@ -100,7 +101,8 @@ pub(crate) struct Shared<L, X: KeyExtractor> {
     pub(crate) on_error: OnLimiterError,
     /// The `Retry-After` of a fail-closed refusal ([`OnLimiterError::Refuse`]); none when zero.
     pub(crate) error_retry_after: Duration,
-    pub(crate) fields: Fields,
+    /// The fields of the limiter's policies.
+    pub(crate) fields: Announcement,
     pub(crate) max_delay: Option<Duration>,
     pub(crate) route: Option<RouteFilter>,
 }
@@ -129,7 +131,7 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitLayer<L, X> {
 
     /// A builder starting from the defaults of [`new`](Self::new).
     pub fn builder(limiter: L, extractor: X) -> RateLimitBuilder<L, X> {
-        let fields = Fields::new(QuotedName::default_name(), limiter.policy());
+        let fields = Announcement::new(&limiter, QuotedName::default_name());
         RateLimitBuilder {
             shared: Shared {
                 limiter,
@@ -233,15 +235,20 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     }
 
     /// The policy's name in the `RateLimit-Policy` and `RateLimit` fields (default
-    /// `"default"`); give each stacked layer its own.
+    /// `"default"`); give each stacked layer its own. (A [`PolicySet`](crate::PolicySet)'s
+    /// policies are announced under their own names.)
     ///
     /// # Errors
     /// [`PolicyNameError`] when `name` is empty or not printable ASCII.
     pub fn policy_name(mut self, name: &str) -> Result<Self, PolicyNameError> {
-        let mut fields = Fields::new(quote_policy_name(name)?, self.shared.limiter.policy());
-        fields.on_admitted = self.shared.fields.on_admitted;
-        fields.legacy = self.shared.fields.legacy;
-        self.shared.fields = fields;
+        let fields = &self.shared.fields;
+        let (on_admitted, legacy) = (fields.on_admitted(), fields.legacy());
+        self.shared.fields = fields.configured(
+            &self.shared.limiter,
+            quote_policy_name(name)?,
+            on_admitted,
+            legacy,
+        );
         Ok(self)
     }
 
@@ -258,7 +265,9 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// stand-in (a remote store's local fallback) is announced as it was decided: the layer
     /// cannot tell the share's algorithm.
     pub fn fields_on_admitted(mut self, on: bool) -> Self {
-        self.shared.fields.on_admitted = on;
+        let fields = &self.shared.fields;
+        let (name, legacy) = (fields.name().clone(), fields.legacy());
+        self.shared.fields = fields.configured(&self.shared.limiter, name, on, legacy);
         self
     }
 
@@ -266,7 +275,9 @@ impl<L: RateLimiter<X::Key>, X: KeyExtractor> RateLimitBuilder<L, X> {
     /// (the `q`, `r` and `t` of the IETF fields: `Reset` in seconds from now, absent when `t`
     /// is) are written beside the IETF fields (default: no).
     pub fn legacy_fields(mut self, on: bool) -> Self {
-        self.shared.fields.legacy = on;
+        let fields = &self.shared.fields;
+        let (name, on_admitted) = (fields.name().clone(), fields.on_admitted());
+        self.shared.fields = fields.configured(&self.shared.limiter, name, on_admitted, on);
         self
     }
 

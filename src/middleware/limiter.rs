@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::policy::{AnnouncedPolicy, Policy};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+use crate::live::LogQuota;
 use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Timestamp};
 
 /// A limiter the layer can put in front of a service: a [`Decision`] per key.
@@ -83,6 +84,40 @@ pub trait RateLimiter<K>: Send + Sync {
     /// The quota announced in the `RateLimit-Policy` field.
     fn policy(&self) -> Policy;
 
+    /// Every policy the `RateLimit-Policy` field lists, in order, each with its name (`None`:
+    /// the layer's [`policy_name`](super::RateLimitBuilder::policy_name)). The default is
+    /// [`policy`](Self::policy), unnamed; a [`PolicySet`](crate::PolicySet) lists each of its
+    /// policies that announces one, by its own name.
+    fn policies(&self) -> Vec<NamedPolicy> {
+        vec![NamedPolicy {
+            name: None,
+            policy: self.policy(),
+        }]
+    }
+
+    /// How many times the policies have changed since the limiter was built (a quota changed
+    /// live: [`Live`](crate::Live)): the layer announces them again when this moves. The
+    /// default is 0, never: the layer then reads them once, when it is built.
+    fn policy_changes(&self) -> u64 {
+        0
+    }
+
+    /// [`decide_now_within`](Self::decide_now_within), with which of
+    /// [`policies`](Self::policies) the decision reports (its index; `None`: none of them,
+    /// and the `RateLimit` field is left out): a [`PolicySet`](crate::PolicySet)'s refusing
+    /// policy, or its policy nearest to refusal. The default is `decide_now_within`'s, reporting
+    /// the first. (A limiter that decides elsewhere reports its first policy.)
+    #[allow(clippy::type_complexity)]
+    fn decide_now_reporting(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(Decision, Origin, Option<usize>), LimiterError>> {
+        self.decide_now_within(key, cost, max_delay)
+            .map(|decided| decided.map(|(decision, origin)| (decision, origin, Some(0))))
+    }
+
     /// Gives back `cost` units admitted earlier for `key` and never used: a shaped request whose
     /// client left before its slot (or before this limiter's answer: the layer then lets the
     /// decision finish on a task of its own, and refunds an admission with a wait), or whose
@@ -97,6 +132,16 @@ pub trait RateLimiter<K>: Send + Sync {
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         let _ = (key, cost, origin);
     }
+}
+
+/// One policy the `RateLimit-Policy` field lists ([`RateLimiter::policies`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedPolicy {
+    /// Its name in the fields; `None`: the layer's
+    /// [`policy_name`](super::RateLimitBuilder::policy_name).
+    pub name: Option<String>,
+    /// The policy.
+    pub policy: Policy,
 }
 
 /// Where a limiter counted the units of a request it admitted (see
@@ -170,6 +215,10 @@ where
         self.algorithm().policy()
     }
 
+    fn policy_changes(&self) -> u64 {
+        self.algorithm().changes()
+    }
+
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         // Only the buckets can give back; for the windows these are no-ops returning `false`.
         // Every decision of a table in memory is its own.
@@ -206,7 +255,7 @@ fn decide_slot<K: Hash, A: Algorithm, C: Clock>(
     Ok((decision, origin))
 }
 
-impl<K: Hash, C: Clock> RateLimiter<K> for KeyedLogLimiter<K, C> {
+impl<K: Hash, C: Clock, L: LogQuota> RateLimiter<K> for KeyedLogLimiter<K, C, L> {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
         ready(self.check_n(key, cost).map_err(LimiterError::from))
     }
@@ -216,7 +265,11 @@ impl<K: Hash, C: Clock> RateLimiter<K> for KeyedLogLimiter<K, C> {
     }
 
     fn policy(&self) -> Policy {
-        self.algorithm().policy()
+        self.algorithm().current().policy()
+    }
+
+    fn policy_changes(&self) -> u64 {
+        self.algorithm().changes()
     }
 
     // No refund: the log never delays a request (its decisions have no `delay`), so no request
@@ -260,6 +313,23 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 
     fn policy(&self) -> Policy {
         (**self).policy()
+    }
+
+    fn policies(&self) -> Vec<NamedPolicy> {
+        (**self).policies()
+    }
+
+    fn policy_changes(&self) -> u64 {
+        (**self).policy_changes()
+    }
+
+    fn decide_now_reporting(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Option<Duration>,
+    ) -> Option<Result<(Decision, Origin, Option<usize>), LimiterError>> {
+        (**self).decide_now_reporting(key, cost, max_delay)
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {

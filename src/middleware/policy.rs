@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
+use crate::{FixedWindow, LeakyBucket, Live, Quota, SlidingLog, SlidingWindow, TokenBucket};
 
 /// A quota as the IETF RateLimit fields state it (draft-ietf-httpapi-ratelimit-headers):
 /// `quota` units per `window`, written `q` and `w` (`w` in whole seconds: a window that is not a
@@ -213,6 +213,13 @@ impl AnnouncedPolicy for SlidingWindow {
 impl AnnouncedPolicy for SlidingLog {
     fn policy(&self) -> Policy {
         Policy::new(self.limit(), self.window())
+    }
+}
+
+/// The policy of the parameters in force now.
+impl<A: AnnouncedPolicy> AnnouncedPolicy for Live<A> {
+    fn policy(&self) -> Policy {
+        self.current().policy()
     }
 }
 

@@ -14,7 +14,7 @@ use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower::Service;
 
-use super::fields::{write_retry_after, PreparedFields};
+use super::fields::{write_retry_after, Fields, PreparedFields};
 use super::in_flight::InFlight;
 use super::key::KeyExtractor;
 use super::layer::{OnLimiterError, Shared};
@@ -119,26 +119,29 @@ where
         // reaches the inner service in place: no box, no `Arc` (what it may still allocate is
         // its key, when the extractor's key owns memory, and its `RateLimit` field, when
         // admitted responses carry the fields).
-        let (decision, origin) = match shared.limiter.decide_now_within(&key, COST, shared.max_delay) {
-            Some(Ok(decided)) => decided,
-            Some(Err(error)) => match limiter_error(shared, error, grpc) {
-                Ok(answer) => return ResponseFuture::own(answer),
-                // Failing open is the rare path: boxed, so that the fast path stays as small.
-                Err(error) => {
-                    let forwarded = call_with_fields(ready, head, body, None);
-                    return ResponseFuture::slow(Box::pin(failed_open(forwarded, error)));
+        let (decision, origin, reporting) =
+            match shared.limiter.decide_now_reporting(&key, COST, shared.max_delay) {
+                Some(Ok(decided)) => decided,
+                Some(Err(error)) => match limiter_error(shared, error, grpc) {
+                    Ok(answer) => return ResponseFuture::own(answer),
+                    // Failing open is the rare path: boxed, so that the fast path stays as small.
+                    Err(error) => {
+                        let forwarded = call_with_fields(ready, head, body, None);
+                        return ResponseFuture::slow(Box::pin(failed_open(forwarded, error)));
+                    }
+                },
+                // A limiter that decides asynchronously.
+                None => {
+                    drop(ready);
+                    let grpc = grpc.cloned();
+                    let inner = self.inner.clone();
+                    let slow = decide_later(Arc::clone(shared), inner, head, body, key, grpc);
+                    return ResponseFuture::slow(Box::pin(slow));
                 }
-            },
-            // A limiter that decides asynchronously.
-            None => {
-                drop(ready);
-                let grpc = grpc.cloned();
-                let inner = self.inner.clone();
-                let slow = decide_later(Arc::clone(shared), inner, head, body, key, grpc);
-                return ResponseFuture::slow(Box::pin(slow));
-            }
-        };
-        let fields = match answer(shared, &decision, origin, grpc) {
+            };
+        let announced = shared.fields.load(&shared.limiter);
+        let policy = announced.of(reporting);
+        let fields = match answer(shared, policy, &decision, origin, grpc) {
             Answer::Forward(fields) => fields,
             Answer::Refuse(refused) => return ResponseFuture::own(refused),
         };
@@ -149,7 +152,7 @@ where
         drop(ready);
         // A wait for its slot. The slot is held from here on: a response future dropped before
         // the request reaches the inner service, even before its first poll, gives it back.
-        match hold_slot(shared, key, delay, origin, grpc) {
+        match hold_slot(shared, policy, key, delay, origin, grpc) {
             Ok(slot) => {
                 let shaped = wait_and_forward(slot, self.inner.clone(), head, body, fields);
                 ResponseFuture::slow(Box::pin(shaped))
@@ -176,19 +179,20 @@ enum Answer {
     Refuse(Response<Full<Bytes>>),
 }
 
-/// `origin` says who decided: the time until more quota (`t`) follows from the policy's refill
-/// only when the limiter itself did; a stand-in (a remote store's local fallback, with its own
+/// `fields` are the reporting policy's (the limiter's own, or a policy set's refusing or
+/// nearest one). `origin` says who decided: the time until more quota (`t`) follows from the
+/// policy's refill only when the limiter itself did; a stand-in (a remote store's local fallback, with its own
 /// share of the quota) or a fail-open admission gets `r` alone. A refusal's retry-after is
 /// later for a full queue (`Fields::refused_retry`) only when the limiter itself decided, as
 /// only then is the policy's shaping that of the decision: a fallback's share may be a token
 /// bucket or a window, whose reset-after is no queue to wait for.
 fn answer<L, X: KeyExtractor>(
     shared: &Shared<L, X>,
+    fields: &Fields,
     decision: &Decision,
     origin: Origin,
     grpc: Option<&HeaderValue>,
 ) -> Answer {
-    let fields = &shared.fields;
     match decision.outcome() {
         Outcome::Allowed | Outcome::AllowedUntracked => {
             Answer::Forward(fields.on_admitted.then(|| match origin {
@@ -268,6 +272,7 @@ async fn failed_open<B, E>(
 /// rare, larger case).
 fn hold_slot<L, X>(
     shared: &Arc<Shared<L, X>>,
+    fields: &Fields,
     key: X::Key,
     delay: Duration,
     origin: Origin,
@@ -282,7 +287,7 @@ where
         // of `RateLimiter::decide_now_within` and `decide_within`, or a stand-in that names no
         // slot): give the slot back and say when the wait would fit.
         shared.limiter.refund(key, COST, origin);
-        let refused = refusal::too_many_requests(&shared.fields, 0, delay - max, grpc);
+        let refused = refusal::too_many_requests(fields, 0, delay - max, grpc);
         return Err(Box::new(refused));
     }
     Ok(Slot::taken(Arc::clone(shared), key, COST, origin, delay))
@@ -316,15 +321,25 @@ where
             }
         }
     };
-    let fields = match answer(&shared, &decision, origin, grpc) {
-        Answer::Forward(fields) => fields,
-        Answer::Refuse(refused) => return Ok(refused.map(Either::Right)),
+    // A limiter that decides elsewhere reports its first policy.
+    let (fields, slot) = {
+        let announced = shared.fields.load(&shared.limiter);
+        let policy = announced.of(Some(0));
+        let fields = match answer(&shared, policy, &decision, origin, grpc) {
+            Answer::Forward(fields) => fields,
+            Answer::Refuse(refused) => return Ok(refused.map(Either::Right)),
+        };
+        let delay = decision.delay();
+        if delay.is_zero() {
+            (fields, None)
+        } else {
+            (fields, Some(hold_slot(&shared, policy, key, delay, origin, grpc)))
+        }
     };
-    let delay = decision.delay();
-    if delay.is_zero() {
+    let Some(slot) = slot else {
         return forward(inner, head, body, fields).await;
-    }
-    match hold_slot(&shared, key, delay, origin, grpc) {
+    };
+    match slot {
         Ok(slot) => wait_and_forward(slot, inner, head, body, fields).await,
         Err(refused) => Ok(refused.map(Either::Right)),
     }

@@ -57,7 +57,13 @@ impl SlidingLog {
         };
         if cost == 0 {
             return Verdict {
-                decision: Decision::allowed(self.limit - count, reset_after(count, ring.newest()), 0),
+                // `count` may exceed a limit lowered since its units were recorded (a live
+                // change): nothing remains then.
+                decision: Decision::allowed(
+                    self.limit.saturating_sub(count),
+                    reset_after(count, ring.newest()),
+                    0,
+                ),
                 at,
                 record: false,
             };
@@ -80,7 +86,7 @@ impl SlidingLog {
                 };
                 Verdict {
                     decision: Decision::denied(
-                        self.limit - count,
+                        self.limit.saturating_sub(count),
                         retry_after,
                         reset_after(count, ring.newest()),
                     ),

@@ -10,6 +10,7 @@ use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::direct::decision_methods;
 use crate::error::CostTooLarge;
+use crate::live::LogQuota;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Decision, Timestamp};
 
@@ -25,6 +26,10 @@ use crate::{Decision, Timestamp};
 /// (a search from the oldest entry still in the window) and records the admitted units; nothing else runs under it, and nothing
 /// is allocated. The lock and ring are padded to their own cache line.
 ///
+/// Its limit and window are a [`SlidingLog`] fixed for its life, or a
+/// [`Live<SlidingLog>`](crate::Live) that [`set_quota`](Self::set_quota) changes while it runs
+/// ([`LogQuota`]).
+///
 /// ```
 /// use tollgate::{LogLimiter, ManualClock, SlidingLog, Timestamp};
 ///
@@ -38,26 +43,27 @@ use crate::{Decision, Timestamp};
 /// assert!(limiter.check_n(3)?.is_allowed()); // and now they are not
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct LogLimiter<C = PreciseClock> {
-    state: CachePadded<Mutex<LogState>>,
-    log: SlidingLog,
+pub struct LogLimiter<C = PreciseClock, L = SlidingLog> {
+    pub(super) state: CachePadded<Mutex<LogState>>,
+    pub(super) log: L,
     clock: C,
     #[cfg(tollgate_loom)]
     faults: LogFaults,
 }
 
-impl LogLimiter<PreciseClock> {
+impl<L: LogQuota> LogLimiter<PreciseClock, L> {
     /// A limiter on the [`PreciseClock`].
-    pub fn new(log: SlidingLog) -> Self {
+    pub fn new(log: L) -> Self {
         LogLimiter::with_clock(log, PreciseClock::new())
     }
 }
 
-impl<C: Clock> LogLimiter<C> {
+impl<C: Clock, L: LogQuota> LogLimiter<C, L> {
     /// A limiter reading `clock`. Allocates the log's ring (8 bytes per unit of the limit).
-    pub fn with_clock(log: SlidingLog, clock: C) -> Self {
+    pub fn with_clock(log: L, clock: C) -> Self {
+        let entries = log.current().entries();
         LogLimiter {
-            state: CachePadded::new(Mutex::new(LogState::with_capacity(log.entries()))),
+            state: CachePadded::new(Mutex::new(LogState::with_capacity(entries))),
             log,
             clock,
             #[cfg(tollgate_loom)]
@@ -83,8 +89,9 @@ impl<C: Clock> LogLimiter<C> {
 
     /// [`reset`](Self::reset), with "still limiting" judged at a time the caller supplies.
     pub fn reset_at(&self, now: Timestamp) -> bool {
+        let log = self.log.current();
         let mut state = lock(&self.state);
-        let limiting = !self.log.is_idle(&state, now.as_nanos());
+        let limiting = !log.is_idle(&state, now.as_nanos());
         // Empty, not only idle: a clock that later reads earlier than `now` finds nothing either.
         state.clear();
         limiting
@@ -92,11 +99,12 @@ impl<C: Clock> LogLimiter<C> {
 
     /// The heaviest request that can ever pass: the limit.
     pub fn capacity(&self) -> u64 {
-        self.log.limit
+        self.log.current().limit
     }
 
-    /// The log's configuration.
-    pub fn algorithm(&self) -> &SlidingLog {
+    /// The log's configuration: a [`SlidingLog`], or a [`Live<SlidingLog>`](crate::Live)
+    /// (read it with `current()`).
+    pub fn algorithm(&self) -> &L {
         &self.log
     }
 
@@ -109,24 +117,34 @@ impl<C: Clock> LogLimiter<C> {
     }
 
     #[inline]
-    fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
-        CostTooLarge::check(cost, self.log.limit)
+    pub(super) fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
+        CostTooLarge::check(cost, self.capacity())
     }
 
-    /// The critical section: decide and record under one lock.
+    /// The critical section: decide and record under one lock (the configuration read once,
+    /// before it).
     #[inline]
     fn decide(&self, now: Timestamp, cost: u64) -> Decision {
+        self.decide_recorded(now.as_nanos(), cost).0
+    }
+
+    /// [`decide`](Self::decide), with the time the request was decided at: where an admission
+    /// recorded its units.
+    #[inline(always)]
+    pub(crate) fn decide_recorded(&self, now: u64, cost: u64) -> (Decision, u64) {
+        let log = self.log.current();
         let state = lock(&self.state);
-        let verdict = self.log.decide(&state, now.as_nanos(), cost);
+        let verdict = log.decide(&state, now, cost);
         let mut state = self.keep_locked(state, verdict.record);
-        state.apply(&verdict, cost, self.log.window);
-        verdict.decision
+        state.apply(&verdict, cost, log.window);
+        (verdict.decision, verdict.at)
     }
 
     /// What [`decide`](Self::decide) would answer, recording nothing.
     #[inline]
     fn peek_decision(&self, now: Timestamp, cost: u64) -> Decision {
-        self.log.decide(&lock(&self.state), now.as_nanos(), cost).decision
+        let log = self.log.current();
+        log.decide(&lock(&self.state), now.as_nanos(), cost).decision
     }
 
     /// The lock a decision holds, kept to record what it decided (`record`: its units). The
@@ -141,7 +159,7 @@ impl<C: Clock> LogLimiter<C> {
     }
 }
 
-impl<C: fmt::Debug> fmt::Debug for LogLimiter<C> {
+impl<C: fmt::Debug, L: fmt::Debug> fmt::Debug for LogLimiter<C, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Read under the lock, written without it: the formatter's sink is the caller's code.
         let recorded = lock(&self.state).ring.len();

@@ -12,6 +12,8 @@ use crate::error::{CapacityError, CostTooLarge};
 use crate::keyed::decision_methods;
 use crate::keyed::layout::TableLayout;
 use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
+use crate::live::LogQuota;
+use crate::sync::{AtomicU64, Ordering};
 use crate::{Decision, Timestamp, WhenFull};
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
@@ -33,6 +35,10 @@ use crate::{Decision, Timestamp, WhenFull};
 ///   slot needs room: no scan, no background thread. A key with a unit in the window is never
 ///   forgotten; when no slot in reach is free or idle, a new key gets the [`WhenFull`] policy.
 ///
+/// Its limit and window are a [`SlidingLog`] fixed for its life, or a
+/// [`Live<SlidingLog>`](crate::Live) that [`set_quota`](Self::set_quota) changes while it runs
+/// ([`LogQuota`]).
+///
 /// ```
 /// use tollgate::{KeyedLogLimiter, ManualClock, Outcome, SlidingLog, Timestamp};
 ///
@@ -44,11 +50,14 @@ use crate::{Decision, Timestamp, WhenFull};
 /// assert_eq!(limiter.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
-    shards: Box<[LockedShard<LogState>]>,
+pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock, L = SlidingLog> {
+    pub(super) shards: Box<[LockedShard<LogState>]>,
     layout: TableLayout,
     hasher: ahash::RandomState,
-    log: SlidingLog,
+    pub(super) log: L,
+    /// Entries in every slot's log: the largest limit it has had (a lowered limit keeps the
+    /// room).
+    pub(super) entries: AtomicU64,
     clock: C,
     when_full: WhenFull,
     capacity: usize,
@@ -57,7 +66,7 @@ pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
     key: PhantomData<fn(&K)>,
 }
 
-impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
+impl<K: Hash + ?Sized, L: LogQuota> KeyedLogLimiter<K, PreciseClock, L> {
     /// A limiter on the [`PreciseClock`], refusing new keys when full.
     /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
     /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
@@ -70,19 +79,20 @@ impl<K: Hash + ?Sized> KeyedLogLimiter<K, PreciseClock> {
     /// # Errors
     /// [`CapacityError`] when `capacity` is zero, when the table (with a log of the limit in
     /// every slot) would not fit in the address space, or when the allocator refuses the slots.
-    pub fn new(log: SlidingLog, capacity: usize) -> Result<Self, CapacityError> {
+    pub fn new(log: L, capacity: usize) -> Result<Self, CapacityError> {
         KeyedLogLimiter::with_clock(log, capacity, PreciseClock::new())
     }
 }
 
-/// The bytes one slot comes to with its log allocated; `None` past the address space.
-fn max_slot_bytes(log: &SlidingLog) -> Option<usize> {
-    log.entries()
+/// The bytes one slot comes to with a log of `entries` allocated; `None` past the address
+/// space.
+pub(super) fn max_slot_bytes(entries: usize) -> Option<usize> {
+    entries
         .checked_mul(8)
         .and_then(|ring| ring.checked_add(slot_bytes::<LogState>()))
 }
 
-impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
+impl<K: Hash + ?Sized, C: Clock, L: LogQuota> KeyedLogLimiter<K, C, L> {
     /// A limiter reading `clock`, refusing new keys when full.
     /// Room for at least `capacity` keys still being limited; idle keys beyond it are kept until
     /// their slots are needed, up to [`slots`](Self::slots). (See [`capacity`](Self::capacity).)
@@ -95,21 +105,26 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// # Errors
     /// [`CapacityError`] when `capacity` is zero, when the table (with a log of the limit in
     /// every slot) would not fit in the address space, or when the allocator refuses the slots.
-    pub fn with_clock(log: SlidingLog, capacity: usize, clock: C) -> Result<Self, CapacityError> {
-        // Every slot may end up with a full log: the bound must fit the address space.
-        let slot_bytes = max_slot_bytes(&log).ok_or(CapacityError::TooLarge { capacity })?;
-        let layout = TableLayout::for_capacity(capacity, slot_bytes)?;
-        let shards = (0..layout.shards())
-            .map(|_| {
-                LockedShard::new(layout.slots_per_shard(), || log.unused())
-                    .ok_or(CapacityError::TooLarge { capacity })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+    pub fn with_clock(log: L, capacity: usize, clock: C) -> Result<Self, CapacityError> {
+        let (shards, layout, entries) = {
+            let current = log.current();
+            // Every slot may end up with a full log: the bound must fit the address space.
+            let slot_bytes = max_slot_bytes(current.entries()).ok_or(CapacityError::TooLarge { capacity })?;
+            let layout = TableLayout::for_capacity(capacity, slot_bytes)?;
+            let shards = (0..layout.shards())
+                .map(|_| {
+                    LockedShard::new(layout.slots_per_shard(), || current.unused())
+                        .ok_or(CapacityError::TooLarge { capacity })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (shards, layout, current.limit)
+        };
         Ok(KeyedLogLimiter {
             shards: shards.into_boxed_slice(),
             layout,
             hasher: ahash::RandomState::new(),
             log,
+            entries: AtomicU64::new(entries),
             clock,
             when_full: WhenFull::default(),
             capacity,
@@ -139,7 +154,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     /// [`reset`](Self::reset), with "still being limited" judged at a time the caller supplies.
     pub fn reset_at(&self, key: &K, now: Timestamp) -> bool {
         let (shard, home, fingerprint) = self.locate(key);
-        shard.reset(&self.log, fingerprint, home, now.as_nanos(), self.faults())
+        let log = self.log.current();
+        shard.reset(&*log, fingerprint, home, now.as_nanos(), self.faults())
     }
 
     /// Keys held in the table (including idle ones not yet reused; a slot reused for another key
@@ -158,9 +174,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
 
     /// [`active`](Self::active) at a time the caller supplies.
     pub fn active_at(&self, now: Timestamp) -> usize {
+        let log = self.log.current();
         self.shards
             .iter()
-            .map(|shard| shard.busy(&self.log, now.as_nanos()))
+            .map(|shard| shard.busy(&*log, now.as_nanos()))
             .sum()
     }
 
@@ -179,13 +196,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     }
 
     /// The most memory the table can come to, in bytes: every slot with its log allocated (8
-    /// bytes per unit of the limit), as after enough distinct keys, and each shard's fixed block.
-    /// Logs are allocated when a slot is first used, so a new table takes far less; a log that
-    /// cannot be allocated then leaves its key to the [`WhenFull`] policy, never a panic. Check
-    /// this figure against the machine before choosing a large limit and capacity together.
+    /// bytes per unit of the limit, the largest it has had), as after enough distinct keys, and
+    /// each shard's fixed block. Logs are allocated when a slot is first used, so a new table
+    /// takes far less; a log that cannot be allocated then leaves its key to the [`WhenFull`]
+    /// policy, never a panic. Check this figure against the machine before choosing a large
+    /// limit and capacity together.
     pub fn max_memory(&self) -> usize {
-        // Computed at construction without overflow, with this very log.
-        max_slot_bytes(&self.log).map_or(usize::MAX, |bytes| {
+        // Relaxed: a size, raised before a larger limit is published.
+        let entries = usize::try_from(self.entries.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+        max_slot_bytes(entries).map_or(usize::MAX, |bytes| {
             bytes.saturating_mul(self.slots()).saturating_add(
                 self.shards
                     .len()
@@ -194,13 +213,14 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
         })
     }
 
-    /// The log's configuration.
-    pub fn algorithm(&self) -> &SlidingLog {
+    /// The log's configuration: a [`SlidingLog`], or a [`Live<SlidingLog>`](crate::Live)
+    /// (read it with `current()`).
+    pub fn algorithm(&self) -> &L {
         &self.log
     }
 
     #[inline(always)]
-    fn faults(&self) -> LogFaults {
+    pub(super) fn faults(&self) -> LogFaults {
         #[cfg(tollgate_loom)]
         return self.faults;
         #[cfg(not(tollgate_loom))]
@@ -208,13 +228,13 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     }
 
     #[inline]
-    fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
-        CostTooLarge::check(cost, self.log.limit)
+    pub(super) fn fits(&self, cost: u64) -> Result<(), CostTooLarge> {
+        CostTooLarge::check(cost, self.log.current().limit)
     }
 
     /// The key's shard, home slot and fingerprint, as `KeyedLimiter` computes them.
     #[inline]
-    fn locate(&self, key: &K) -> (&LockedShard<LogState>, usize, u64) {
+    pub(super) fn locate(&self, key: &K) -> (&LockedShard<LogState>, usize, u64) {
         let hash = self.hasher.hash_one(key);
         let shard = &self.shards[self.layout.shard(hash)];
         (
@@ -230,36 +250,39 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     fn decide(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
         let now = now();
         let (shard, home, fingerprint) = self.locate(key);
+        let log = self.log.current();
         shard
-            .decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults())
-            .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
+            .decide(&*log, fingerprint, home, now.as_nanos(), cost, self.faults())
+            .unwrap_or_else(|| self.when_table_full(&log, shard, home, now, cost))
     }
 
     /// What [`decide`](Self::decide) would answer, recording and inserting nothing.
     fn peek_decision(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> Decision {
         let now = now();
         let (shard, home, fingerprint) = self.locate(key);
+        let log = self.log.current();
         shard
-            .peek(&self.log, fingerprint, home, now.as_nanos(), cost)
-            .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
+            .peek(&*log, fingerprint, home, now.as_nanos(), cost)
+            .unwrap_or_else(|| self.when_table_full(&log, shard, home, now, cost))
     }
 
     #[cold]
-    fn when_table_full(
+    pub(super) fn when_table_full(
         &self,
+        log: &SlidingLog,
         shard: &LockedShard<LogState>,
         home: usize,
         now: Timestamp,
         cost: u64,
     ) -> Decision {
         match self.when_full {
-            WhenFull::Refuse => Decision::table_full(shard.soonest_room(&self.log, home, now.as_nanos())),
-            WhenFull::Admit => Decision::untracked(self.log.fresh(now.as_nanos(), cost)),
+            WhenFull::Refuse => Decision::table_full(shard.soonest_room(log, home, now.as_nanos())),
+            WhenFull::Admit => Decision::untracked(log.fresh(now.as_nanos(), cost)),
         }
     }
 }
 
-impl<K: ?Sized, C: fmt::Debug> fmt::Debug for KeyedLogLimiter<K, C> {
+impl<K: ?Sized, C: fmt::Debug, L: fmt::Debug> fmt::Debug for KeyedLogLimiter<K, C, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLogLimiter")
             .field("log", &self.log)

@@ -222,6 +222,82 @@ impl Ring {
         }
     }
 
+    /// Makes room for `capacity` entries, keeping every entry in order (a sliding log whose
+    /// limit was raised: the ring must hold the new limit's newest entries before a decision
+    /// reads the limit). An unallocated ring only takes the new capacity, reserved by
+    /// [`reserve`](Ring::reserve) when first used; an allocated one allocates the difference
+    /// now. A smaller capacity changes nothing.
+    ///
+    /// # Errors
+    /// When the allocator refuses the memory; the ring is unchanged.
+    pub(crate) fn grow(&mut self, capacity: usize) -> Result<(), TryReserveError> {
+        if capacity <= self.capacity() {
+            return Ok(());
+        }
+        let len = self.entries.len();
+        if self.entries.capacity() > 0 {
+            self.entries.try_reserve_exact(capacity - len)?;
+            // Oldest first from index 0, so that the ring grows by pushes from here (before it
+            // was full, `next == len` already).
+            if len == self.capacity() {
+                self.entries.rotate_left(self.next);
+            }
+            self.next = len;
+        }
+        self.capacity = narrow(capacity);
+        Ok(())
+    }
+
+    /// Removes up to `units` of the entries recorded at `at`, for an admission undone a moment
+    /// later (its units are the newest entries at `at`, and only entries recorded after it are
+    /// newer); the entries after them keep their order and move back into their places.
+    /// Returns how many were removed.
+    ///
+    /// In a full ring the places freed become its oldest, counted as expired (out of every
+    /// window to come) and holding time 0, so that the ring stays full and ordered.
+    pub(crate) fn unrecord(&mut self, at: u64, units: u64) -> usize {
+        let len = self.len();
+        let newer = (1..=len)
+            .take_while(|&k| self.newest_nth(k).is_some_and(|entry| entry > at))
+            .count();
+        let recorded = (newer + 1..=len)
+            .take_while(|&k| self.newest_nth(k) == Some(at))
+            .count();
+        let removed = recorded.min(usize::try_from(units).unwrap_or(usize::MAX));
+        if removed == 0 {
+            return 0;
+        }
+        // The newer entries, oldest of them first, each `removed` places older.
+        for k in (1..=newer).rev() {
+            let (from, to) = (self.newest_index(k), self.newest_index(k + removed));
+            self.entries[to] = self.entries[from];
+        }
+        if len < self.capacity() {
+            // Not full: the ring is in order from index 0, and `next == len`.
+            self.entries.truncate(len - removed);
+            self.next = len - removed;
+            self.expired = self.expired.min(narrow(self.len()));
+        } else {
+            // Full: the `removed` newest places become the oldest.
+            for k in 1..=removed {
+                let index = self.newest_index(k);
+                self.entries[index] = 0;
+            }
+            self.next = (self.next + len - removed) % len;
+            self.expired = narrow((self.expired() + removed).min(len));
+        }
+        removed
+    }
+
+    /// The index of the `k`-th newest entry (`1 <= k <= len`).
+    fn newest_index(&self, k: usize) -> usize {
+        if self.next >= k {
+            self.next - k
+        } else {
+            self.next + self.entries.len() - k
+        }
+    }
+
     /// Every entry, oldest first (for tests).
     #[cfg(test)]
     pub(crate) fn to_vec(&self) -> Vec<u64> {

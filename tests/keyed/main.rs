@@ -9,5 +9,6 @@ mod keyed_common;
 
 mod behaviour;
 mod capacity;
+mod live_changes;
 mod properties_keyed_limiter;
 mod stress;

@@ -8,6 +8,7 @@
 mod reference;
 
 mod behaviour;
+mod live_changes;
 mod long_rings;
 mod properties_sliding_log;
 mod stress;

@@ -9,6 +9,8 @@ mod middleware_common;
 mod axum_router;
 mod grpc;
 mod http_over_tcp;
+mod live_quota;
+mod policy_sets;
 mod readiness;
 mod shaping;
 mod tonic_server;

@@ -370,7 +370,7 @@ async fn an_evicted_key_in_debt_is_admitted_a_whole_quota_again() {
         }
         // The same instant, the same clients: a whole quota again, each.
         for limiter in &limiters {
-            let name = label(limiter.algorithm());
+            let name = label(&limiter.algorithm());
             let again = limiter.check_n("k", limiter.capacity()).await.unwrap();
             assert_eq!(again.decided_by, DecidedBy::Redis, "{policy} {name}: {again:?}");
             assert!(again.is_allowed(), "{policy} {name}: the debt survived eviction");

@@ -12,6 +12,9 @@ use super::Expected;
 /// - `retry_after` (refused): the time until the next window starts (nothing is admitted in it
 ///   yet, and any weight up to the limit fits an empty window);
 /// - `reset_after`: zero if the current window is empty, else the time until it ends.
+///
+/// A limit changed live ([`FixedWindowModel::set_limit`]) keeps every count: a window holding
+/// more than a lowered limit has nothing remaining until it ends.
 #[derive(Clone, Debug)]
 pub(crate) struct FixedWindowModel {
     window: u64,
@@ -26,6 +29,11 @@ impl FixedWindowModel {
             limit,
             counts: BTreeMap::new(),
         }
+    }
+
+    /// Changes the limit live; the counts stay.
+    pub(crate) fn set_limit(&mut self, limit: u64) {
+        self.limit = limit;
     }
 
     /// Units admitted in window `k`.
@@ -46,7 +54,7 @@ impl FixedWindowModel {
             u64::try_from((u128::from(k) + 1) * u128::from(self.window) - u128::from(now)).expect("in range");
         Expected {
             allowed,
-            remaining: self.limit - count,
+            remaining: self.limit.saturating_sub(count),
             retry_after: if allowed { 0 } else { next_window },
             reset_after: if count == 0 { 0 } else { next_window },
             delay: 0,

@@ -43,6 +43,27 @@ impl ShaperModel {
         }
     }
 
+    /// Changes the quota live at `now` to an emission interval `interval` and a burst `burst`:
+    /// requests already given a slot keep it (the queue still ends where it did), and the queue
+    /// counts from then on as the new interval's slots, laid back to back up to that end (as
+    /// many as cover it), so that later requests queue after it and the new burst bounds it.
+    pub(crate) fn retune(&mut self, now: u64, interval: u64, burst: u64) {
+        assert!(interval > 0 && burst > 0);
+        if let Some(last) = self.last {
+            assert!(now >= last, "the shaper model needs monotone time");
+        }
+        self.last = Some(now);
+        self.interval = interval;
+        self.burst = burst;
+        self.slots.clear();
+        if let Some(end) = self.end.filter(|&end| end > now) {
+            let units = (end - now).div_ceil(interval);
+            // A slot that would start before the epoch starts there: it has begun either way.
+            self.slots
+                .extend((1..=units).rev().map(|k| end.saturating_sub(k * interval)));
+        }
+    }
+
     /// When the queue ends, if anything was scheduled.
     fn last_end(&self) -> Option<u64> {
         self.end
@@ -74,8 +95,10 @@ impl ShaperModel {
         (start, queued + new)
     }
 
+    /// A weightless request takes no slot: always accepted (also behind a queue longer than
+    /// a burst lowered live allows).
     fn accepts(&self, now: u64, cost: u64) -> bool {
-        self.schedule(now, cost).1 < self.burst
+        cost == 0 || self.schedule(now, cost).1 < self.burst
     }
 
     /// Decides a request of weight `cost` at `now` that may wait at most `max_delay` for its

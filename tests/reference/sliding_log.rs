@@ -13,6 +13,10 @@ use super::Expected;
 ///   minus `t`; `u64::MAX` when that instant is past `u64::MAX`, or the weight exceeds `limit`;
 /// - `reset_after`: zero if nothing is in the window, else when the latest request in it
 ///   leaves (`time + w - t`, or `u64::MAX` past the end of representable time).
+///
+/// A limit and window changed live ([`SlidingLogModel::set_quota`]) keep every admitted
+/// request: each counts while it is inside the new window, against the new limit (a weight
+/// above a lowered limit leaves nothing remaining).
 #[derive(Clone, Debug)]
 pub(crate) struct SlidingLogModel {
     window: u64,
@@ -27,6 +31,12 @@ impl SlidingLogModel {
             limit,
             admitted: Vec::new(),
         }
+    }
+
+    /// Changes the limit and the window live; the admitted requests stay.
+    pub(crate) fn set_quota(&mut self, window: u64, limit: u64) {
+        self.window = window;
+        self.limit = limit;
     }
 
     /// The latest time a request was admitted at (with a weight), if any.
@@ -61,7 +71,8 @@ impl SlidingLogModel {
             self.latest().is_none_or(|latest| latest <= now),
             "the model takes time in order"
         );
-        let allowed = self.weight_in_window(now) + cost <= self.limit;
+        // A weightless request asks for nothing: it passes even above a limit lowered live.
+        let allowed = cost == 0 || self.weight_in_window(now) + cost <= self.limit;
         if allowed && cost > 0 {
             self.admitted.push((now, cost));
         }
@@ -103,7 +114,7 @@ impl SlidingLogModel {
             .max();
         Expected {
             allowed,
-            remaining: self.limit - weight,
+            remaining: self.limit.saturating_sub(weight),
             retry_after,
             reset_after: latest_in_window.map_or(0, |time| Self::until(u128::from(time) + window, now)),
             delay: 0,

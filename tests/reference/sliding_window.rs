@@ -18,6 +18,9 @@ use super::{first_true, Expected};
 ///
 /// Time may step back within the latest window counted in (the estimate is a function of the
 /// counts and the time), but not into an earlier window (the model asserts it).
+///
+/// A limit changed live ([`SlidingWindowModel::set_limit`]) keeps every count: the estimate is
+/// weighed against the new limit from then on.
 #[derive(Clone, Debug)]
 pub(crate) struct SlidingWindowModel {
     window: u64,
@@ -32,6 +35,11 @@ impl SlidingWindowModel {
             limit,
             counts: BTreeMap::new(),
         }
+    }
+
+    /// Changes the limit live; the counts stay.
+    pub(crate) fn set_limit(&mut self, limit: u64) {
+        self.limit = limit;
     }
 
     /// Units counted in window `k`.

@@ -14,11 +14,16 @@ use super::{BucketModel, Expected};
 ///
 /// `T` is the implementation's documented emission interval (`period / count`, rounded up to
 /// whole nanoseconds), which the test passes in.
+///
+/// A quota changed live ([`TokenBucketModel::retune`]) keeps the debt in time: the bucket is full
+/// again at the same instant as before the change, so it holds `burst' - (burst - tokens) * T /
+/// T'` tokens, which may be negative (a debt of more than the new bucket: refused until it is
+/// paid).
 #[derive(Clone, Debug)]
 pub(crate) struct TokenBucketModel {
     interval: u64,
     burst: u64,
-    tokens: Ratio<u128>,
+    tokens: Ratio<i128>,
     last: Option<u64>,
 }
 
@@ -28,7 +33,7 @@ impl TokenBucketModel {
         TokenBucketModel {
             interval,
             burst,
-            tokens: Ratio::from_integer(u128::from(burst)),
+            tokens: Ratio::from_integer(i128::from(burst)),
             last: None,
         }
     }
@@ -36,37 +41,53 @@ impl TokenBucketModel {
     fn refill(&mut self, now: u64) {
         if let Some(last) = self.last {
             assert!(now >= last, "the token bucket model needs monotone time");
-            let gained = Ratio::new(u128::from(now - last), u128::from(self.interval));
-            self.tokens = (self.tokens + gained).min(Ratio::from_integer(u128::from(self.burst)));
+            let gained = Ratio::new(i128::from(now - last), i128::from(self.interval));
+            self.tokens = (self.tokens + gained).min(Ratio::from_integer(i128::from(self.burst)));
         }
         self.last = Some(now);
     }
 
     /// Nanoseconds until the bucket holds at least `level` tokens.
     fn time_until(&self, level: u64) -> u64 {
-        let level = Ratio::from_integer(u128::from(level));
+        let level = Ratio::from_integer(i128::from(level));
         if self.tokens >= level {
             return 0;
         }
-        let wait = ((level - self.tokens) * Ratio::from_integer(u128::from(self.interval))).ceil();
+        let wait = ((level - self.tokens) * Ratio::from_integer(i128::from(self.interval))).ceil();
         u64::try_from(wait.to_integer()).expect("waits fit in u64")
     }
 
     /// Decides a request of weight `cost` at `now`, and takes its tokens if admitted.
     pub(crate) fn decide(&mut self, now: u64, cost: u64) -> Expected {
         self.refill(now);
-        let need = Ratio::from_integer(u128::from(cost));
-        let allowed = self.tokens >= need;
+        let need = Ratio::from_integer(i128::from(cost));
+        // A weightless request takes no token: it passes even in debt (after a live change).
+        let allowed = cost == 0 || self.tokens >= need;
         if allowed {
             self.tokens -= need;
         }
         Expected {
             allowed,
-            remaining: u64::try_from(self.tokens.floor().to_integer()).expect("at most burst"),
+            // No whole token remains while the bucket is in debt (after a live change).
+            remaining: u64::try_from(self.tokens.floor().to_integer().max(0)).expect("at most burst"),
             retry_after: if allowed { 0 } else { self.time_until(cost) },
             reset_after: self.time_until(self.burst),
             delay: 0,
         }
+    }
+
+    /// Changes the quota live at `now` to an emission interval `interval` and a burst `burst`:
+    /// the time until the bucket is full again stays, `(burst - tokens) * T`, now counted in
+    /// the new interval.
+    pub(crate) fn retune(&mut self, now: u64, interval: u64, burst: u64) {
+        assert!(interval > 0 && burst > 0);
+        self.refill(now);
+        let until_full = (Ratio::from_integer(i128::from(self.burst)) - self.tokens)
+            * Ratio::from_integer(i128::from(self.interval));
+        self.interval = interval;
+        self.burst = burst;
+        self.tokens =
+            Ratio::from_integer(i128::from(burst)) - until_full / Ratio::from_integer(i128::from(interval));
     }
 }
 

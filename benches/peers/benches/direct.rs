@@ -21,6 +21,12 @@
 //! the ratios between rows of one group are the comparison. Denied rows use a limiter that has
 //! admitted its one request and refuses for an hour or more.
 //!
+//! Beside tollgate's rows, the same quotas in a `Live` (`tollgate_token_bucket_live`,
+//! `tollgate_fixed_window_live`, `tollgate_sliding_window_live`, `tollgate_sliding_log_live`: a
+//! quota that can change while it runs), and policy sets of one, two and three direct policies
+//! (`tollgate_policy_set_1`, `_2`, `_3`; denied by the last policy, after the others admitted:
+//! their undo is timed too; `src/changeable.rs`).
+//!
 //! Run: `cargo bench -p tollgate-peers --bench direct` (or with the rest: `benches/run direct`).
 
 use std::time::Duration;
@@ -30,16 +36,17 @@ use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Cr
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{
-    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, PreciseClock, SlidingWindow,
-    TokenBucket,
+    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, Live, LogLimiter, PreciseClock, SlidingLog,
+    SlidingWindow, TokenBucket,
 };
 use tollgate_peers::{
-    tollgate_fixed_window, tollgate_fixed_window_wide, tollgate_leaky_bucket, tollgate_sliding_window,
-    tollgate_sliding_window_wide, tollgate_token_bucket, ClockRead, ClockReadHashLoadCas16,
+    tollgate_fixed_window, tollgate_fixed_window_live, tollgate_fixed_window_wide, tollgate_leaky_bucket,
+    tollgate_sliding_window, tollgate_sliding_window_live, tollgate_sliding_window_wide,
+    tollgate_token_bucket, tollgate_token_bucket_live, ClockRead, ClockReadHashLoadCas16,
     ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16, ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas,
     Direct, DirectContender, DirectLoops, GovernorClockRead, GovernorDirect, InstantRead, MinimalBucket,
     MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow, MutexBucketDirect,
-    RatelimitDirect, TollgateElapsed, TollgateLog, ALLOWED_RUN,
+    RatelimitDirect, TollgateElapsed, TollgateLog, TollgateLogLive, TollgateSet, ALLOWED_RUN,
 };
 
 /// Allowed-path runs are timed in chunks of this many decisions, each on a fresh limiter.
@@ -157,6 +164,11 @@ where
     MinimalGcra<C>: DirectLoops,
     MinimalFixedWindow<C>: DirectLoops,
     MinimalSlidingWindow<C>: DirectLoops,
+    DirectLimiter<Live<TokenBucket>, C>: DirectLoops,
+    DirectLimiter<Live<FixedWindow>, C>: DirectLoops,
+    DirectLimiter<Live<SlidingWindow>, C>: DirectLoops,
+    LogLimiter<C, Live<SlidingLog>>: DirectLoops,
+    C: 'static,
 {
     contender(group, &tollgate_token_bucket(clock.clone()));
     contender(group, &tollgate_leaky_bucket(clock.clone()));
@@ -167,6 +179,15 @@ where
     contender(group, &tollgate_fixed_window_wide(clock.clone()));
     contender(group, &tollgate_sliding_window_wide(clock.clone()));
     contender(group, &TollgateLog(clock.clone()));
+    // The same quotas, changeable live: one snapshot load more per decision.
+    contender(group, &tollgate_token_bucket_live(clock.clone()));
+    contender(group, &tollgate_fixed_window_live(clock.clone()));
+    contender(group, &tollgate_sliding_window_live(clock.clone()));
+    contender(group, &TollgateLogLive(clock.clone()));
+    // One, two and three policies per request.
+    for policies in 1..=3 {
+        contender(group, &TollgateSet::new(clock.clone(), policies));
+    }
     // The references (not limiters): each algorithm's decision without what a real limiter
     // adds, timed as tollgate's are.
     contender(group, &MinimalBucket(clock.clone()));

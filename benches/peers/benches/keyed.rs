@@ -18,7 +18,11 @@
 //!
 //! Beside them, tollgate's window counters with a 128-bit state (`u32::MAX` per 1,000 s: keys
 //! in the locked table, a short lock per key), in the hot-key and round-robin scenarios up to
-//! 10,000 keys: rows `tollgate_sliding_window_wide` and `tollgate_fixed_window_wide`.
+//! 10,000 keys: rows `tollgate_sliding_window_wide` and `tollgate_fixed_window_wide`. And, in
+//! the same scenarios, the benchmark quota in a `Live` (`tollgate_live`: a quota that can change
+//! while it runs, beside the plain `tollgate`), and policy sets of two and three policies
+//! (`tollgate_policy_set_2`: the key's bucket and a fixed window per key;
+//! `tollgate_policy_set_3`: and a global bucket; `src/changeable.rs`).
 //!
 //! `precise` is tollgate's `PreciseClock` beside governor's default `QuantaClock` (a clock read
 //! per decision); `coarse` is tollgate's `CoarseClock` beside governor's `QuantaUpkeepClock`
@@ -45,8 +49,8 @@ use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{CoarseClock, PreciseClock};
 use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
-    GovernorKeyed, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops, TollgateKeyed,
-    TollgateKeyedWindow, BURST,
+    GovernorKeyed, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops, TollgateKeyed, TollgateKeyedLive,
+    TollgateKeyedSet, TollgateKeyedWindow, BURST,
 };
 
 /// The table the hot-key scenario runs in: built for this many keys.
@@ -230,6 +234,31 @@ where
     group.finish();
 }
 
+/// The changeable and policy-set rows on one clock: the hot key and round-robin over 1,000 and
+/// 10,000 keys, beside the plain `tollgate` rows of `bench_clock`.
+fn changeable<C: tollgate::Clock + Clone + 'static>(c: &mut Criterion, clock_name: &str, clock: C)
+where
+    TollgateKeyedLive<C>: KeyedContender,
+    TollgateKeyedSet<C, 2>: KeyedContender,
+    TollgateKeyedSet<C, 3>: KeyedContender,
+{
+    let live = TollgateKeyedLive::new(clock.clone());
+    let two = TollgateKeyedSet::<C, 2>::new(clock.clone());
+    let three = TollgateKeyedSet::<C, 3>::new(clock);
+    let mut group = c.benchmark_group(format!("keyed/{clock_name}/hot_key"));
+    hot_key(&mut group, &live);
+    hot_key(&mut group, &two);
+    hot_key(&mut group, &three);
+    group.finish();
+    let mut group = c.benchmark_group(format!("keyed/{clock_name}/round_robin"));
+    for keys in &KEY_COUNTS[..2] {
+        round_robin(&mut group, &live, *keys);
+        round_robin(&mut group, &two, *keys);
+        round_robin(&mut group, &three, *keys);
+    }
+    group.finish();
+}
+
 fn keyed(c: &mut Criterion) {
     bench_clock(
         c,
@@ -239,6 +268,7 @@ fn keyed(c: &mut Criterion) {
         &KeyedFloorContender(PreciseClock::new()),
     );
     wide_windows(c, "precise", PreciseClock::new());
+    changeable(c, "precise", PreciseClock::new());
     // tollgate's upkeep thread (quanta 0.13) and governor's (quanta 0.12: a separate one) both
     // run from here on, each refreshing its time every `COARSE_UPKEEP_INTERVAL`.
     let upkeep = QuantaUpkeepClock::from_interval(COARSE_UPKEEP_INTERVAL)
@@ -251,6 +281,7 @@ fn keyed(c: &mut Criterion) {
         &KeyedFloorContender(CoarseClock::new()),
     );
     wide_windows(c, "coarse", CoarseClock::new());
+    changeable(c, "coarse", CoarseClock::new());
 }
 
 criterion_group! {

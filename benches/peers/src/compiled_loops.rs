@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::{
-    CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, PreciseClock, SlidingWindow,
-    TokenBucket,
+    CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, Live, LogLimiter, PreciseClock, SlidingLog,
+    SlidingWindow, TokenBucket,
 };
 
 use crate::timing::{self, DirectLoops, KeyedLoops};
 use crate::{
     ClockRead, ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
-    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Governor, GovernorClockRead, GovernorDirectLimiter,
-    InstantRead, KeyedFloor, MinimalFixedWindow, MinimalGcra, MinimalSlidingWindow, MutexTokenBucket,
-    Nothing, Tollgate, TollgateElapsed,
+    ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, DirectSet, Governor, GovernorClockRead,
+    GovernorDirectLimiter, InstantRead, KeyedFloor, KeyedSet, MinimalFixedWindow, MinimalGcra,
+    MinimalSlidingWindow, MutexTokenBucket, Nothing, Tollgate, TollgateElapsed,
 };
 
 /// Compiles [`DirectLoops`] for each type listed.
@@ -76,9 +76,15 @@ macro_rules! on_tollgate_clock {
             MinimalGcra<$clock>,
             MinimalFixedWindow<$clock>,
             MinimalSlidingWindow<$clock>,
+            DirectLimiter<Live<TokenBucket>, $clock>,
+            DirectLimiter<Live<FixedWindow>, $clock>,
+            DirectLimiter<Live<SlidingWindow>, $clock>,
+            LogLimiter<$clock, Live<SlidingLog>>,
         );
         keyed_loops!(
             Tollgate<$clock>,
+            tollgate::KeyedLimiter<u64, Live<TokenBucket>, $clock>,
+            KeyedSet<$clock>,
             tollgate::KeyedLimiter<u64, SlidingWindow, $clock>,
             tollgate::KeyedLimiter<u64, FixedWindow, $clock>,
             KeyedFloor<$clock>,
@@ -97,6 +103,7 @@ macro_rules! on_governor_clock {
 on_tollgate_clock!(PreciseClock, CoarseClock);
 on_governor_clock!(QuantaClock, QuantaUpkeepClock);
 direct_loops!(
+    DirectSet,
     ratelimit::Ratelimiter<ratelimit::StdClock>,
     MutexTokenBucket,
     InstantRead,

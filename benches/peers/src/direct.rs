@@ -81,11 +81,11 @@ impl<A: Algorithm, C: Clock> Direct for DirectLimiter<A, C> {
 /// path, and a way to bring a fresh allowed-path limiter into its steady state.
 #[derive(Debug)]
 pub struct TollgateDirect<A, C> {
-    name: &'static str,
-    clock: C,
-    allowed: A,
-    denied: A,
-    prepare: fn(&DirectLimiter<A, C>),
+    pub(crate) name: &'static str,
+    pub(crate) clock: C,
+    pub(crate) allowed: A,
+    pub(crate) denied: A,
+    pub(crate) prepare: fn(&DirectLimiter<A, C>),
 }
 
 impl<A: Algorithm + Copy, C: Clock + Clone> DirectContender for TollgateDirect<A, C>

@@ -14,6 +14,7 @@
 //!
 //! Run everything and write `docs/benchmarks.md` with its pictures: `benches/run`.
 
+mod changeable;
 mod compiled_loops;
 mod direct;
 mod float_bucket;
@@ -25,6 +26,10 @@ mod minimal_windows;
 pub mod timing;
 pub mod zipf;
 
+pub use changeable::{
+    tollgate_fixed_window_live, tollgate_sliding_window_live, tollgate_token_bucket_live, DirectSet,
+    KeyedSet, TollgateKeyedLive, TollgateKeyedSet, TollgateLive, TollgateLogLive, TollgateSet,
+};
 pub use direct::{
     tollgate_fixed_window, tollgate_fixed_window_wide, tollgate_leaky_bucket, tollgate_sliding_window,
     tollgate_sliding_window_wide, tollgate_token_bucket, Direct, DirectContender, GovernorDirect,

@@ -28,17 +28,19 @@ use std::process::ExitCode;
 use governor::clock::{QuantaClock, QuantaUpkeepClock};
 use tollgate::clock::COARSE_UPKEEP_INTERVAL;
 use tollgate::{
-    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, LogLimiter, PreciseClock, SlidingWindow,
-    TokenBucket,
+    Clock, CoarseClock, DirectLimiter, FixedWindow, LeakyBucket, Live, LogLimiter, PreciseClock, SlidingLog,
+    SlidingWindow, TokenBucket,
 };
 use tollgate_peers::zipf::zipf_sequence;
 use tollgate_peers::{
-    tollgate_fixed_window, tollgate_leaky_bucket, tollgate_sliding_window, tollgate_token_bucket, ClockRead,
+    tollgate_fixed_window, tollgate_fixed_window_live, tollgate_leaky_bucket, tollgate_sliding_window,
+    tollgate_sliding_window_live, tollgate_token_bucket, tollgate_token_bucket_live, ClockRead,
     ClockReadHashLoadCas16, ClockReadHashLoadTagCas8, ClockReadHashPlaceLoadCas16,
     ClockReadHashPlaceLoadTagCas8, ClockReadLoadCas, Direct, DirectContender, DirectLoops, GovernorClockRead,
     GovernorDirect, GovernorKeyed, InstantRead, Keyed, KeyedContender, KeyedFloorContender, KeyedLoops,
     MinimalBucket, MinimalFixed, MinimalFixedWindow, MinimalGcra, MinimalSliding, MinimalSlidingWindow,
-    MutexBucketDirect, Nothing, RatelimitDirect, TollgateElapsed, TollgateKeyed, TollgateLog, ALLOWED_RUN,
+    MutexBucketDirect, Nothing, RatelimitDirect, TollgateElapsed, TollgateKeyed, TollgateKeyedLive,
+    TollgateKeyedSet, TollgateLog, TollgateLogLive, TollgateSet, ALLOWED_RUN,
 };
 
 /// A scenario: its name and what runs it for a number of decisions.
@@ -280,7 +282,47 @@ fn scenarios() -> Vec<Scenario> {
         KeyedFloorContender(CoarseClock::new()),
         false,
     );
+    changeable(&mut scenarios, "precise", PreciseClock::new());
+    changeable(&mut scenarios, "coarse", CoarseClock::new());
     scenarios
+}
+
+/// tollgate's changeable limiters and policy sets on one clock (`src/changeable.rs`).
+fn changeable<C: Clock + Clone + 'static>(scenarios: &mut Vec<Scenario>, clock_name: &str, clock: C)
+where
+    DirectLimiter<Live<TokenBucket>, C>: DirectLoops,
+    DirectLimiter<Live<FixedWindow>, C>: DirectLoops,
+    DirectLimiter<Live<SlidingWindow>, C>: DirectLoops,
+    LogLimiter<C, Live<SlidingLog>>: DirectLoops,
+    TollgateKeyedLive<C>: KeyedContender,
+    TollgateKeyedSet<C, 2>: KeyedContender,
+    TollgateKeyedSet<C, 3>: KeyedContender,
+{
+    direct_rows(scenarios, clock_name, tollgate_token_bucket_live(clock.clone()));
+    direct_rows(scenarios, clock_name, tollgate_fixed_window_live(clock.clone()));
+    direct_rows(scenarios, clock_name, tollgate_sliding_window_live(clock.clone()));
+    direct_rows(scenarios, clock_name, TollgateLogLive(clock.clone()));
+    for policies in 1..=3 {
+        direct_rows(scenarios, clock_name, TollgateSet::new(clock.clone(), policies));
+    }
+    keyed_rows(
+        scenarios,
+        clock_name,
+        TollgateKeyedLive::long_lived(clock.clone()),
+        false,
+    );
+    keyed_rows(
+        scenarios,
+        clock_name,
+        TollgateKeyedSet::<C, 2>::long_lived(clock.clone()),
+        false,
+    );
+    keyed_rows(
+        scenarios,
+        clock_name,
+        TollgateKeyedSet::<C, 3>::long_lived(clock),
+        false,
+    );
 }
 
 fn main() -> ExitCode {
