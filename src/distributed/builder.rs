@@ -235,6 +235,7 @@ impl RedisLimiterBuilder {
             breakers: Arc::new(breakers),
             #[cfg(feature = "tower")]
             refunds: RefundQueue::default(),
+            metering: crate::meter::Metering::NONE,
         })
     }
 

@@ -389,6 +389,7 @@ impl Shard {
                 }
                 continue;
             }
+            crate::meter::reclaimed(forgets);
             let ours = Found { index, slot: claim };
             if self.faults().promote_unsettled {
                 if let Some(entry) = self.promote(ours, fingerprint, &mut decide) {

@@ -97,6 +97,15 @@ pub trait RateLimiter<K>: Send + Sync {
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         let _ = (key, cost, origin);
     }
+
+    /// The meter this limiter counts its decisions with, once named (feature `metrics`): the
+    /// layer counts its own outcomes there (`unavailable`: this limiter could not decide;
+    /// `no_key`: the layer answered a request without a key), under the same name. The default
+    /// has none, and the layer then counts nothing.
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        None
+    }
 }
 
 /// Where a limiter counted the units of a request it admitted (see
@@ -172,6 +181,11 @@ where
         self.algorithm().policy()
     }
 
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        KeyedLimiter::meter(self)
+    }
+
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         // Only the buckets can give back; for the windows these are no-ops returning `false`.
         // Every decision of a table in memory is its own.
@@ -221,6 +235,11 @@ impl<K: Hash, C: Clock> RateLimiter<K> for KeyedLogLimiter<K, C> {
         self.algorithm().policy()
     }
 
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        KeyedLogLimiter::meter(self)
+    }
+
     // No refund: the log never delays a request (its decisions have no `delay`), so no request
     // is ever abandoned while it waits for a slot.
 }
@@ -266,6 +285,11 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         (**self).refund(key, cost, origin);
+    }
+
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        (**self).meter()
     }
 }
 

@@ -9,6 +9,7 @@ use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
+use crate::meter::Metering;
 use crate::sync::{lock, Mutex};
 use crate::{Decision, Timestamp};
 
@@ -43,6 +44,8 @@ pub struct LogLimiter<C = PreciseClock> {
     clock: C,
     #[cfg(tollgate_loom)]
     faults: LogFaults,
+    /// Counts its decisions once named (feature `metrics`).
+    pub(crate) metering: Metering,
 }
 
 impl LogLimiter<PreciseClock> {
@@ -61,6 +64,7 @@ impl<C: Clock> LogLimiter<C> {
             clock,
             #[cfg(tollgate_loom)]
             faults: LogFaults::NONE,
+            metering: Metering::NONE,
         }
     }
 
@@ -189,7 +193,7 @@ impl<C: Clock> LogLimiter<C> {
             state = lock(&self.state);
         }
         state.apply(&verdict, cost, self.log.window);
-        verdict.decision
+        self.metering.counted(verdict.decision)
     }
 }
 

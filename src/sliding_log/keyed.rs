@@ -11,6 +11,7 @@ use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::keyed::layout::TableLayout;
 use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
+use crate::meter::Metering;
 use crate::{Decision, Timestamp, WhenFull};
 
 /// A [`SlidingLog`] per key, for any `K: Hash` (`u64`, `IpAddr`, `str`, `[u8]`...): the exact
@@ -53,6 +54,8 @@ pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock> {
     capacity: usize,
     #[cfg(tollgate_loom)]
     faults: LogFaults,
+    /// Counts its decisions and its table's events once named (feature `metrics`).
+    pub(crate) metering: Metering,
     key: PhantomData<fn(&K)>,
 }
 
@@ -114,6 +117,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
             capacity,
             #[cfg(tollgate_loom)]
             faults: LogFaults::NONE,
+            metering: Metering::NONE,
             key: PhantomData,
         })
     }
@@ -311,9 +315,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLogLimiter<K, C> {
     #[inline]
     fn decide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
         let (shard, home, fingerprint) = self.locate(key);
-        shard
-            .decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults())
-            .unwrap_or_else(|| self.when_table_full(shard, home, now, cost))
+        let _events = self.metering.table_events();
+        let decided = shard.decide(&self.log, fingerprint, home, now.as_nanos(), cost, self.faults());
+        self.metering
+            .counted(decided.unwrap_or_else(|| self.when_table_full(shard, home, now, cost)))
     }
 
     fn peek_decision(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
