@@ -1,5 +1,6 @@
 //! `/metrics` scraped over HTTP after a known sequence of requests and a reload, in the
-//! Prometheus text format.
+//! Prometheus text format: the gateway's own series beside the library's (`tollgate::metrics`,
+//! the route's limiter named after the route).
 
 mod common;
 
@@ -11,6 +12,9 @@ use common::{Client, ConfigFile, Gateway, PATIENCE};
 
 const CONFIG: &str = r#"
 metrics = "127.0.0.1:0"
+
+[table]
+capacity = 5
 
 [[route]]
 name = "api"
@@ -32,8 +36,7 @@ fn scrape(address: SocketAddr) -> BTreeMap<String, f64> {
     for line in text.lines().filter(|line| !line.is_empty()) {
         if let Some(comment) = line.strip_prefix("# ") {
             assert!(
-                comment.starts_with("HELP tollgate_gateway_")
-                    || comment.starts_with("TYPE tollgate_gateway_"),
+                comment.starts_with("HELP tollgate_") || comment.starts_with("TYPE tollgate_"),
                 "{line}"
             );
             continue;
@@ -111,6 +114,22 @@ fn requests_reloads_and_keys_are_scraped() {
         ),
         ("tollgate_gateway_reloads_total{result=\"applied\"}", 1.0),
         ("tollgate_gateway_keys{route=\"api\"}", 1.0),
+        // The library's: the route's limiter, named `api`, kept across the reload.
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"allowed\"}",
+            2.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"refused\"}",
+            1.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"no_key\"}",
+            1.0,
+        ),
+        ("tollgate_keys_held{limiter=\"api\"}", 1.0),
+        ("tollgate_keys_capacity{limiter=\"api\"}", 5.0),
+        ("tollgate_keys_reclaimed_total{limiter=\"api\"}", 0.0),
     ]
     .into_iter()
     .map(|(series, value)| (series.to_owned(), value))
