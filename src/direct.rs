@@ -11,6 +11,7 @@ use crossbeam_utils::CachePadded;
 use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE, FRESH_WIDE_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::CostTooLarge;
+use crate::meter::Metering;
 use crate::sync::{AtomicU128, AtomicU64};
 use crate::time::duration_to_nanos_saturating;
 use crate::{cell, Decision, Timestamp};
@@ -138,6 +139,8 @@ pub struct DirectLimiter<A, C = PreciseClock> {
     state: CachePadded<Cells>,
     algorithm: A,
     clock: C,
+    /// Counts its decisions once named (feature `metrics`).
+    pub(crate) metering: Metering,
 }
 
 /// A direct limiter's state: a 64-bit word, and a 128-bit one for a [wide](Algorithm::is_wide)
@@ -166,6 +169,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
             }),
             algorithm,
             clock,
+            metering: Metering::NONE,
         }
     }
 
@@ -260,12 +264,12 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         self.fits(cost)?;
         if self.algorithm.is_wide() {
             // A wide state's decisions never carry a delay: `decide_within` is `decide`.
-            return Ok(self.decide_wide(now, cost));
+            return Ok(self.metering.counted(self.decide_wide(now, cost)));
         }
         let max_delay = duration_to_nanos_saturating(max_delay);
-        Ok(cell::update(&self.state.narrow, |state| {
+        Ok(self.metering.counted(cell::update(&self.state.narrow, |state| {
             self.algorithm.decide_within(state, now, cost, max_delay)
-        }))
+        })))
     }
 
     /// [`check_n_within`](Self::check_n_within) (or [`check_n`](Self::check_n) when `max_delay`
@@ -379,10 +383,10 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`Algorithm::decide_in_cells`]).
     #[inline(always)]
     fn decide(&self, now: Timestamp, cost: u64) -> Decision {
-        cell::update(&self.state.narrow, |state| {
+        self.metering.counted(cell::update(&self.state.narrow, |state| {
             self.algorithm
                 .decide_in_cells(state, now, cost, |now, cost| self.decide_wide(now, cost))
-        })
+        }))
     }
 
     /// What [`decide`](Self::decide) would answer, counting nothing.

@@ -26,6 +26,7 @@ use wide::WideStates;
 use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
+use crate::meter::{self, Metering};
 use crate::sliding_log::LogFaults;
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
@@ -223,6 +224,8 @@ pub struct KeyedLimiter<K: ?Sized, A, C = PreciseClock> {
     /// Steps of the locked table's locking left out: loom's broken twins only.
     #[cfg(tollgate_loom)]
     locked_faults: LogFaults,
+    /// Counts its decisions and its table's events once named (feature `metrics`).
+    pub(crate) metering: Metering,
     key: PhantomData<fn(&K)>,
 }
 
@@ -294,6 +297,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             capacity,
             #[cfg(tollgate_loom)]
             locked_faults: LogFaults::NONE,
+            metering: Metering::NONE,
             key: PhantomData,
         })
     }
@@ -591,9 +595,10 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// [`decide`](Self::decide), with the time it was decided at.
     #[inline]
     fn decide_timed(&self, key: &K, now: impl FnOnce() -> Timestamp, cost: u64) -> (Decision, Timestamp) {
-        self.decide_by(key, now, cost, u64::MAX, |state, now| {
-            self.algorithm.decide(state, now, cost)
-        })
+        self.metering
+            .counted_at(self.decide_by(key, now, cost, u64::MAX, |state, now| {
+                self.algorithm.decide(state, now, cost)
+            }))
     }
 
     /// [`decide`](Self::decide) for a request that waits at most `max_delay`, with the time it
@@ -607,9 +612,10 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         max_delay: Duration,
     ) -> (Decision, Timestamp) {
         let max_delay = duration_to_nanos_saturating(max_delay);
-        self.decide_by(key, now, cost, max_delay, |state, now| {
-            self.algorithm.decide_within(state, now, cost, max_delay)
-        })
+        self.metering
+            .counted_at(self.decide_by(key, now, cost, max_delay, |state, now| {
+                self.algorithm.decide_within(state, now, cost, max_delay)
+            }))
     }
 
     /// A decision for `key` with `decide` as the algorithm's step on the hot path: the
@@ -667,6 +673,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         if cost == 0 {
             return decide(FRESH_STATE).decision;
         }
+        let _events = self.metering.table_events();
         loop {
             match shard.find_or_insert(
                 fingerprint,
@@ -679,7 +686,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
                         return decision;
                     }
                 }
-                Entry::Decided(decision) => return decision,
+                Entry::Decided(decision) => return meter::inserted(decision),
                 Entry::Full => return self.when_table_full(shard, home, now, cost),
             }
         }
@@ -691,6 +698,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     #[cold]
     #[inline(never)]
     fn decide_wide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+        let _events = self.metering.table_events();
         let states = WideStates(&self.algorithm);
         let Some((shard, home, fingerprint)) = self.locate_wide(key) else {
             // Never: an algorithm has one table or the other. A table without slots has no

@@ -70,6 +70,9 @@
 //!   script per decision, the server's clock by default). On Rust 1.87, let Cargo pick dependency versions
 //!   that build on it (`resolver = "3"`, the default of edition 2024, or
 //!   `CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback`): the newest `redis` releases need 1.88.
+//! - `metrics`: `tollgate::metrics`, what named limiters decide (by outcome), the keys their
+//!   tables hold, and their Redis round trips, through the `metrics` facade (any exporter),
+//!   counted per thread so that counting never contends; without it nothing is compiled in.
 //!
 //! The design (bit layouts, the CAS loop, orderings, clocks) is in `docs/design.md`.
 
@@ -91,6 +94,14 @@ pub mod distributed;
 mod error;
 mod keyed;
 pub mod live;
+// The metrics' lanes, modelled by loom without the rest of the feature.
+#[cfg(tollgate_loom)]
+#[path = "metrics/lanes.rs"]
+mod lanes;
+mod meter;
+#[cfg(all(feature = "metrics", not(tollgate_loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
@@ -116,6 +127,9 @@ pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use lanes::{LaneClaims, Lanes, MAX_LANES};
 pub use live::{Live, QuotaChangeError};
 pub use policy_set::{PolicySet, SetDecision};
 pub use quota::{ParseQuotaError, Quota};

@@ -8,6 +8,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use tollgate::algorithm::Algorithm;
+use tollgate::metrics::LimiterName;
 use tollgate::middleware::{HeaderKey, Ipv6Prefix, KeyExtractor, PeerIp, RateLimitLayer, RateLimiter};
 use tollgate::{
     CapacityError, FixedWindow, KeyedLimiter, KeyedLogLimiter, LeakyBucket, QuotaError, SlidingLog,
@@ -115,14 +116,19 @@ struct Build<'a> {
     kept: Option<HeldLimiter>,
 }
 
-/// The keys an in-memory limiter holds.
-trait HeldKeys {
+/// The keys an in-memory limiter holds, and its name in the library's series.
+trait HeldKeys: Sized {
     fn held_keys(&self) -> usize;
+    fn with_name(self, name: LimiterName) -> Self;
 }
 
 impl<K: Hash, A: Algorithm> HeldKeys for KeyedLimiter<K, A> {
     fn held_keys(&self) -> usize {
         self.len()
+    }
+
+    fn with_name(self, name: LimiterName) -> Self {
+        self.named(name)
     }
 }
 
@@ -130,6 +136,15 @@ impl<K: Hash> HeldKeys for KeyedLogLimiter<K> {
     fn held_keys(&self) -> usize {
         self.len()
     }
+
+    fn with_name(self, name: LimiterName) -> Self {
+        self.named(name)
+    }
+}
+
+/// The name of `route`'s limiter in the library's series (`tollgate::metrics`): the route's.
+pub(crate) fn limiter_name(route: &RouteSettings) -> Result<LimiterName, String> {
+    LimiterName::new(&route.name).map_err(|e| format!("name: {e}"))
 }
 
 impl Build<'_> {
@@ -204,7 +219,7 @@ impl Build<'_> {
     {
         let (limiter, fresh) = match self.kept_limiter::<L>() {
             Some(limiter) => (limiter, false),
-            None => (Arc::new(make()?), true),
+            None => (Arc::new(make()?.with_name(limiter_name(self.route)?)), true),
         };
         let counted = Arc::clone(&limiter);
         let keys: Arc<dyn Fn() -> usize + Send + Sync> = Arc::new(move || counted.held_keys());

@@ -1,4 +1,5 @@
-//! The gateway's Prometheus series, recorded through the `metrics` facade, and the endpoint
+//! The gateway's Prometheus series, recorded through the `metrics` facade, beside the library's
+//! (`tollgate::metrics`: each route's limiter is named after its route), and the endpoint
 //! serving them in the text format (`GET /metrics`). Without `--metrics` no recorder is
 //! installed, and every series is a no-op.
 
@@ -14,8 +15,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
+use tollgate::metrics::{REDIS_CALL_SECONDS, REDIS_CALL_SECONDS_BUCKETS};
 
 use crate::counters::Outcome;
 
@@ -35,9 +37,17 @@ const NO_ROUTE: &str = "(none)";
 pub(crate) async fn start(address: SocketAddr) -> Result<SocketAddr, String> {
     let named = |e: &dyn std::fmt::Display| format!("--metrics {address}: {e}");
     let listener = TcpListener::bind(address).await.map_err(|e| named(&e))?;
+    // The Redis round trips' time as a histogram of buckets (the exporter's default for a
+    // histogram is a summary of quantiles, which Prometheus cannot aggregate across gateways).
     let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(REDIS_CALL_SECONDS.to_owned()),
+            &REDIS_CALL_SECONDS_BUCKETS,
+        )
+        .map_err(|e| named(&e))?
         .install_recorder()
         .map_err(|e| named(&e))?;
+    tollgate::metrics::describe();
     describe_counter!(REQUESTS, "Requests answered, by route and outcome (admitted, refused, unavailable, no_key; unlimited for requests that matched no route).");
     describe_counter!(
         RELOADS,
@@ -80,6 +90,8 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle) -> Response<Fu
         *response.status_mut() = StatusCode::NOT_FOUND;
         return response;
     }
+    // The library's counts and gauges, as they are now.
+    tollgate::metrics::publish();
     handle.run_upkeep();
     let mut response = Response::new(Full::new(Bytes::from(handle.render())));
     response.headers_mut().insert(

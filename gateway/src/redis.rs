@@ -64,7 +64,8 @@ impl WatchedRedis {
             .prefix(format!("gateway:{}:", route.name))
             .connect()
             .await
-            .map_err(|e| format!("{}: {}", target.shown(), said(target, &e)))?;
+            .map_err(|e| format!("{}: {}", target.shown(), said(target, &e)))?
+            .named(crate::limiter::limiter_name(route)?);
         Ok(WatchedRedis {
             limiter,
             without_redis: AtomicU64::new(0),
@@ -121,6 +122,10 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         self.limiter.refund(key, cost, origin);
+    }
+
+    fn meter(&self) -> Option<&tollgate::metrics::Meter> {
+        self.limiter.meter()
     }
 }
 

@@ -1,5 +1,6 @@
 //! `/metrics` scraped over HTTP after a known sequence of requests and a reload, in the
-//! Prometheus text format.
+//! Prometheus text format: the gateway's own series beside the library's (`tollgate::metrics`,
+//! the route's limiter named after the route).
 
 mod common;
 
@@ -7,10 +8,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{Client, ConfigFile, Gateway, PATIENCE};
+use common::{Client, ConfigFile, Gateway, RedisServer, PATIENCE};
 
 const CONFIG: &str = r#"
 metrics = "127.0.0.1:0"
+
+[table]
+capacity = 5
 
 [[route]]
 name = "api"
@@ -32,8 +36,7 @@ fn scrape(address: SocketAddr) -> BTreeMap<String, f64> {
     for line in text.lines().filter(|line| !line.is_empty()) {
         if let Some(comment) = line.strip_prefix("# ") {
             assert!(
-                comment.starts_with("HELP tollgate_gateway_")
-                    || comment.starts_with("TYPE tollgate_gateway_"),
+                comment.starts_with("HELP tollgate_") || comment.starts_with("TYPE tollgate_"),
                 "{line}"
             );
             continue;
@@ -111,6 +114,22 @@ fn requests_reloads_and_keys_are_scraped() {
         ),
         ("tollgate_gateway_reloads_total{result=\"applied\"}", 1.0),
         ("tollgate_gateway_keys{route=\"api\"}", 1.0),
+        // The library's: the route's limiter, named `api`, kept across the reload.
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"allowed\"}",
+            2.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"refused\"}",
+            1.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"api\",outcome=\"no_key\"}",
+            1.0,
+        ),
+        ("tollgate_keys_held{limiter=\"api\"}", 1.0),
+        ("tollgate_keys_capacity{limiter=\"api\"}", 5.0),
+        ("tollgate_keys_reclaimed_total{limiter=\"api\"}", 0.0),
     ]
     .into_iter()
     .map(|(series, value)| (series.to_owned(), value))
@@ -119,4 +138,67 @@ fn requests_reloads_and_keys_are_scraped() {
 
     let other = Client::connect(metrics).send("GET", "/", &[]);
     assert_eq!(other.status, 404);
+}
+
+/// A route counted in a real `redis-server`: its decisions, its round trips to Redis and their
+/// time (a histogram of buckets) beside the gateway's own series.
+#[test]
+fn a_redis_route_serves_its_round_trips() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&[
+        "--key",
+        "header:x-api-key",
+        "--quota",
+        "3/min",
+        "--redis",
+        &redis.url(),
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let metrics: SocketAddr = gateway
+        .banner_line("metrics on http://")
+        .unwrap_or_default()
+        .trim_start_matches("metrics on http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .expect("the banner's metrics address");
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| gateway.get("/", &[("x-api-key", "alice")]).status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let samples = scrape(metrics);
+    let route = |series: &str| samples.get(series).copied();
+    for (series, value) in [
+        (
+            "tollgate_gateway_requests_total{route=\"default\",outcome=\"admitted\"}",
+            3.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"default\",outcome=\"allowed\"}",
+            3.0,
+        ),
+        (
+            "tollgate_decisions_total{limiter=\"default\",outcome=\"refused\"}",
+            1.0,
+        ),
+        ("tollgate_redis_calls_total{limiter=\"default\"}", 4.0),
+        ("tollgate_redis_call_seconds_count{limiter=\"default\"}", 4.0),
+        (
+            "tollgate_redis_call_seconds_bucket{limiter=\"default\",le=\"+Inf\"}",
+            4.0,
+        ),
+    ] {
+        assert_eq!(route(series), Some(value), "{series} in {samples:?}");
+    }
+    let sum = route("tollgate_redis_call_seconds_sum{limiter=\"default\"}").unwrap_or_default();
+    assert!(sum > 0.0 && sum < 4.0, "{sum}");
+    // No failure, no decision by the failure policy, no key table.
+    assert!(
+        samples
+            .keys()
+            .all(|series| !series.starts_with("tollgate_redis_errors")
+                && !series.starts_with("tollgate_redis_policy")
+                && !series.starts_with("tollgate_keys")),
+        "{samples:?}"
+    );
 }

@@ -236,6 +236,7 @@ impl RedisLimiterBuilder {
             policy: self.policy,
             probe_interval: self.probe_interval,
             breakers: Arc::new(breakers),
+            metering: crate::meter::Metering::NONE,
         })
     }
 

@@ -131,6 +131,11 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         self.changes()
     }
 
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        RedisLimiter::meter(self)
+    }
+
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         let end = match origin {
             Origin::Limiter => None,

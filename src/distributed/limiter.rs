@@ -102,6 +102,8 @@ pub struct RedisLimiter {
     /// One breaker, or one per slot group of a cluster; shared with the refunds in flight (see
     /// [`Refund`]).
     pub(super) breakers: Arc<Breakers>,
+    /// Counts its decisions and round trips once named (feature `metrics`).
+    pub(crate) metering: crate::meter::Metering,
 }
 
 impl RedisLimiter {
@@ -386,7 +388,9 @@ impl RedisLimiter {
 
     async fn decide(&self, key: &str, cost: u64, peek: bool) -> Result<RedisDecision, RedisCheckError> {
         let mode = if peek { Mode::Peek } else { Mode::Check };
-        Ok(self.call(key, cost, mode).await?.0)
+        let (answer, _) = self.call(key, cost, mode).await?;
+        self.metering.redis_decided(&answer, !peek);
+        Ok(answer)
     }
 
     /// Decides one request of weight `cost` for `key` that will wait at most `max_delay` for
@@ -417,7 +421,9 @@ impl RedisLimiter {
         cost: u64,
         max_delay: Option<Duration>,
     ) -> Result<(RedisDecision, Option<Timestamp>), RedisCheckError> {
-        self.call(key, cost, Mode::Slot(max_delay)).await
+        let answer = self.call(key, cost, Mode::Slot(max_delay)).await?;
+        self.metering.redis_decided(&answer.0, true);
+        Ok(answer)
     }
 
     /// One decision in `mode`, and, for a `'slot'` admission, the end of its slot: the TAT
@@ -467,7 +473,10 @@ impl RedisLimiter {
         let failure = match breaker.should_ask() {
             Ok(()) => {
                 let call = self.connection.run(&program.script, keys, &args[..count]);
-                let answer = tokio::time::timeout(self.deadline, call).await;
+                let answer = self
+                    .metering
+                    .timed(tokio::time::timeout(self.deadline, call))
+                    .await;
                 let failure = match answer {
                     Ok(Ok(reply)) => match read(program, &reply, cost, mode) {
                         Some((decision, end)) => {

@@ -277,6 +277,7 @@ impl<V> LockedShard<V> {
                 // Relaxed: a statistic.
                 self.meta.live.fetch_add(1, Ordering::Relaxed);
             }
+            crate::meter::slot_taken(held(tag) != EMPTY);
             policy.forget(&mut value);
             let home_tag = self.tag(home);
             if reach(home_tag) < displacement {

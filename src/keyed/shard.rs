@@ -438,6 +438,7 @@ impl Shard {
             }
             return Claimed::Lost;
         }
+        crate::meter::reclaimed(forgets);
         Claimed::Claim(Found { index, slot: claim })
     }
 

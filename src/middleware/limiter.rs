@@ -132,6 +132,15 @@ pub trait RateLimiter<K>: Send + Sync {
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         let _ = (key, cost, origin);
     }
+
+    /// The meter this limiter counts its decisions with, once named (feature `metrics`): the
+    /// layer counts its own outcomes there (`unavailable`: this limiter could not decide;
+    /// `no_key`: the layer answered a request without a key), under the same name. The default
+    /// has none, and the layer then counts nothing.
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        None
+    }
 }
 
 /// One policy the `RateLimit-Policy` field lists ([`RateLimiter::policies`]).
@@ -219,6 +228,11 @@ where
         self.algorithm().changes()
     }
 
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        KeyedLimiter::meter(self)
+    }
+
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         // Only the buckets can give back; for the windows these are no-ops returning `false`.
         // Every decision of a table in memory is its own.
@@ -270,6 +284,11 @@ impl<K: Hash, C: Clock, L: LogQuota> RateLimiter<K> for KeyedLogLimiter<K, C, L>
 
     fn policy_changes(&self) -> u64 {
         self.algorithm().changes()
+    }
+
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        KeyedLogLimiter::meter(self)
     }
 
     // No refund: the log never delays a request (its decisions have no `delay`), so no request
@@ -334,6 +353,11 @@ impl<K, L: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<L> {
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         (**self).refund(key, cost, origin);
+    }
+
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        (**self).meter()
     }
 }
 

@@ -112,7 +112,10 @@ where
             Ok(key) => key,
             Err(error) => match shared.missing_key.resolve(&error, grpc) {
                 Ok(key) => key,
-                Err(answer) => return ResponseFuture::own(*answer),
+                Err(answer) => {
+                    crate::meter::no_key::<X::Key, _>(&shared.limiter);
+                    return ResponseFuture::own(*answer);
+                }
             },
         };
         // The fast path: a limiter in memory decides here, and an admitted request with no wait
@@ -235,11 +238,12 @@ const LIMITER_ERROR_MESSAGE: &str = "the rate limiter could not decide: retry la
 /// layer's `Retry-After`, carrying `error` in its extensions for the operator (a layer outside
 /// can log it), or `Err(error)` to
 /// forward the request unlimited ([`failed_open`] puts the error on the forwarded response).
-fn limiter_error<L, X: KeyExtractor>(
+fn limiter_error<L: RateLimiter<X::Key>, X: KeyExtractor>(
     shared: &Shared<L, X>,
     error: LimiterError,
     grpc: Option<&HeaderValue>,
 ) -> Result<Response<Full<Bytes>>, LimiterError> {
+    crate::meter::unavailable::<X::Key, _>(&shared.limiter);
     match shared.on_error {
         OnLimiterError::Admit => Err(error),
         OnLimiterError::Refuse(status) => {

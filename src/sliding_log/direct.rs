@@ -11,6 +11,7 @@ use crate::clock::{Clock, PreciseClock};
 use crate::direct::decision_methods;
 use crate::error::CostTooLarge;
 use crate::live::LogQuota;
+use crate::meter::Metering;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Decision, Timestamp};
 
@@ -49,6 +50,8 @@ pub struct LogLimiter<C = PreciseClock, L = SlidingLog> {
     clock: C,
     #[cfg(tollgate_loom)]
     faults: LogFaults,
+    /// Counts its decisions once named (feature `metrics`).
+    pub(crate) metering: Metering,
 }
 
 impl<L: LogQuota> LogLimiter<PreciseClock, L> {
@@ -68,6 +71,7 @@ impl<C: Clock, L: LogQuota> LogLimiter<C, L> {
             clock,
             #[cfg(tollgate_loom)]
             faults: LogFaults::NONE,
+            metering: Metering::NONE,
         }
     }
 
@@ -125,7 +129,8 @@ impl<C: Clock, L: LogQuota> LogLimiter<C, L> {
     /// before it).
     #[inline]
     fn decide(&self, now: Timestamp, cost: u64) -> Decision {
-        self.decide_recorded(now.as_nanos(), cost).0
+        self.metering
+            .counted(self.decide_recorded(now.as_nanos(), cost).0)
     }
 
     /// [`decide`](Self::decide), with the time the request was decided at: where an admission

@@ -13,6 +13,7 @@ use crate::keyed::decision_methods;
 use crate::keyed::layout::TableLayout;
 use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
 use crate::live::LogQuota;
+use crate::meter::Metering;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{Decision, Timestamp, WhenFull};
 
@@ -63,6 +64,8 @@ pub struct KeyedLogLimiter<K: ?Sized, C = PreciseClock, L = SlidingLog> {
     capacity: usize,
     #[cfg(tollgate_loom)]
     faults: LogFaults,
+    /// Counts its decisions and its table's events once named (feature `metrics`).
+    pub(crate) metering: Metering,
     key: PhantomData<fn(&K)>,
 }
 
@@ -130,6 +133,7 @@ impl<K: Hash + ?Sized, C: Clock, L: LogQuota> KeyedLogLimiter<K, C, L> {
             capacity,
             #[cfg(tollgate_loom)]
             faults: LogFaults::NONE,
+            metering: Metering::NONE,
             key: PhantomData,
         })
     }
@@ -251,9 +255,10 @@ impl<K: Hash + ?Sized, C: Clock, L: LogQuota> KeyedLogLimiter<K, C, L> {
         let now = now();
         let (shard, home, fingerprint) = self.locate(key);
         let log = self.log.current();
-        shard
-            .decide(&*log, fingerprint, home, now.as_nanos(), cost, self.faults())
-            .unwrap_or_else(|| self.when_table_full(&log, shard, home, now, cost))
+        let _events = self.metering.table_events();
+        let decided = shard.decide(&*log, fingerprint, home, now.as_nanos(), cost, self.faults());
+        self.metering
+            .counted(decided.unwrap_or_else(|| self.when_table_full(&log, shard, home, now, cost)))
     }
 
     /// What [`decide`](Self::decide) would answer, recording and inserting nothing.

@@ -1,12 +1,16 @@
 //! The algorithms and their direct limiters (`DirectLimiter`, with a few keyed and log cases
 //! where a behaviour spans them): every decision against an exact reference model, the ends of
 //! time and of the arithmetic, every typed error, refunds and resets, rounding, shaping with a
-//! maximum wait, threads counting admissions exactly, and decisions that allocate nothing.
+//! maximum wait, threads counting admissions exactly, decisions that allocate nothing, and
+//! (feature `metrics`) named limiters' series.
 //!
 //! One test binary (`cargo test -p tollgate --test core`); each module is one concept.
 
 #[path = "../keyed_common/mod.rs"]
 mod keyed_common;
+#[cfg(feature = "metrics")]
+#[path = "../metrics_common/mod.rs"]
+mod metrics_common;
 #[path = "../reference/mod.rs"]
 mod reference;
 
@@ -18,6 +22,8 @@ mod errors;
 mod large_limits;
 mod live_changes;
 mod live_stress;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod policy_sets;
 mod properties_fixed_window;
 mod properties_leaky_bucket;

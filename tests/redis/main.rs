@@ -6,6 +6,9 @@
 //! One test binary (`cargo test -p tollgate --features redis --test redis`; the tower layer's
 //! cases need `--features redis,tower`).
 
+#[cfg(feature = "metrics")]
+#[path = "../metrics_common/mod.rs"]
+mod metrics_common;
 #[cfg(feature = "tower")]
 #[path = "../middleware_common/mod.rs"]
 mod middleware_common;
@@ -29,6 +32,8 @@ mod layer;
 mod live_quota;
 mod log_wrapping;
 mod memory;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod quota_changes;
 mod refund;
 #[cfg(feature = "tower")]

@@ -18,6 +18,10 @@
 //! iteration is the time for one decision on every thread, so decisions per second, all threads
 //! together, are `threads / time`; its throughput figure (elements = threads) is exactly that.
 //!
+//! With `--features metrics`, the keyed scenarios also have the row `tollgate_metered`: tollgate's
+//! keyed limiter named, every decision counted on its thread's lane (`tollgate::metrics`),
+//! beside the unnamed one in the same run.
+//!
 //! With more threads than idle cores (4 threads on a 2-core machine) threads take turns, and the
 //! figures measure the scheduler as much as the limiter: read them with the core count.
 //!
@@ -129,18 +133,20 @@ struct DirectPeers<T, G, R> {
     mutex: Option<MutexBucketDirect>,
 }
 
-/// Every scenario on one clock kind.
-fn bench_clock<T, G, R, KT, KG>(
+/// Every scenario on one clock kind; `metered` is tollgate's keyed limiter named (feature
+/// `metrics`).
+fn bench_clock<T, G, R, KT, KM, KG>(
     c: &mut Criterion,
     clock: &str,
     direct: &DirectPeers<T, G, R>,
-    ours: &KT,
+    (ours, metered): (&KT, Option<&KM>),
     theirs: &KG,
 ) where
     T: DirectContender + Sync,
     G: DirectContender + Sync,
     R: DirectContender + Sync,
     KT: KeyedContender + Sync,
+    KM: KeyedContender + Sync,
     KG: KeyedContender + Sync,
 {
     let mut group = c.benchmark_group(format!("contention/{clock}/direct_shared"));
@@ -163,13 +169,32 @@ fn bench_clock<T, G, R, KT, KG>(
 
     let mut group = c.benchmark_group(format!("contention/{clock}/keyed_shared"));
     keyed_shared(&mut group, ours);
+    if let Some(metered) = metered {
+        keyed_shared(&mut group, metered);
+    }
     keyed_shared(&mut group, theirs);
     group.finish();
 
     let mut group = c.benchmark_group(format!("contention/{clock}/keyed_distinct"));
     keyed_distinct(&mut group, ours);
+    if let Some(metered) = metered {
+        keyed_distinct(&mut group, metered);
+    }
     keyed_distinct(&mut group, theirs);
     group.finish();
+}
+
+/// tollgate's keyed limiter on `clock`, and the same named when feature `metrics` is on.
+#[cfg(feature = "metrics")]
+fn tollgate_pair<C: Clone>(clock: C) -> (TollgateKeyed<C>, Option<tollgate_peers::TollgateKeyedMetered<C>>) {
+    let metered = tollgate_peers::TollgateKeyedMetered(TollgateKeyed::new(clock.clone()));
+    (TollgateKeyed::new(clock), Some(metered))
+}
+
+/// tollgate's keyed limiter on `clock` (no named one without feature `metrics`).
+#[cfg(not(feature = "metrics"))]
+fn tollgate_pair<C>(clock: C) -> (TollgateKeyed<C>, Option<TollgateKeyed<C>>) {
+    (TollgateKeyed::new(clock), None)
 }
 
 fn contention(c: &mut Criterion) {
@@ -179,11 +204,12 @@ fn contention(c: &mut Criterion) {
         ratelimit: RatelimitDirect::new("ratelimit", || TollgateElapsed::new(PreciseClock::new())),
         mutex: Some(MutexBucketDirect),
     };
+    let (ours, metered) = tollgate_pair(PreciseClock::new());
     bench_clock(
         c,
         "precise",
         &precise,
-        &TollgateKeyed::new(PreciseClock::new()),
+        (&ours, metered.as_ref()),
         &GovernorKeyed::new(QuantaClock::default()),
     );
 
@@ -197,11 +223,12 @@ fn contention(c: &mut Criterion) {
         ratelimit: RatelimitDirect::new("ratelimit", || TollgateElapsed::new(CoarseClock::new())),
         mutex: None,
     };
+    let (ours, metered) = tollgate_pair(CoarseClock::new());
     bench_clock(
         c,
         "coarse",
         &coarse,
-        &TollgateKeyed::new(CoarseClock::new()),
+        (&ours, metered.as_ref()),
         &GovernorKeyed::new(upkeep),
     );
 }

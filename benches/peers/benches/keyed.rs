@@ -24,6 +24,10 @@
 //! (`tollgate_policy_set_2`: the key's bucket and a fixed window per key;
 //! `tollgate_policy_set_3`: and a global bucket; `src/changeable.rs`).
 //!
+//! With `--features metrics`, each scenario also has the row `tollgate_metered`: tollgate's
+//! keyed limiter named, so that every decision is counted (`tollgate::metrics`), beside the
+//! unnamed one in the same run (`cargo bench -p tollgate-peers --features metrics --bench keyed`).
+//!
 //! `precise` is tollgate's `PreciseClock` beside governor's default `QuantaClock` (a clock read
 //! per decision); `coarse` is tollgate's `CoarseClock` beside governor's `QuantaUpkeepClock`
 //! (an upkeep thread publishes the time every millisecond, a decision loads it). Threads:
@@ -176,15 +180,20 @@ fn insert<C: KeyedContender>(group: &mut BenchmarkGroup<'_, WallTime>, contender
     );
 }
 
-fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
+/// The scenarios on one clock: tollgate (and, with feature `metrics`, tollgate named:
+/// `metered`), governor, the floor.
+fn bench_clock<T: KeyedContender, M: KeyedContender, G: KeyedContender, F: KeyedContender>(
     c: &mut Criterion,
     clock_name: &str,
-    ours: &T,
+    (ours, metered): (&T, Option<&M>),
     theirs: &G,
     floor: &F,
 ) {
     let mut group = c.benchmark_group(format!("keyed/{clock_name}/hot_key"));
     hot_key(&mut group, ours);
+    if let Some(metered) = metered {
+        hot_key(&mut group, metered);
+    }
     hot_key(&mut group, theirs);
     hot_key(&mut group, floor);
     group.finish();
@@ -192,6 +201,9 @@ fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
     let mut group = c.benchmark_group(format!("keyed/{clock_name}/round_robin"));
     for keys in KEY_COUNTS {
         round_robin(&mut group, ours, keys);
+        if let Some(metered) = metered {
+            round_robin(&mut group, metered, keys);
+        }
         round_robin(&mut group, theirs, keys);
         round_robin(&mut group, floor, keys);
     }
@@ -201,6 +213,9 @@ fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
     for keys in KEY_COUNTS {
         let sequence = zipf_sequence(keys, ZIPF_LEN);
         zipf(&mut group, ours, keys, &sequence);
+        if let Some(metered) = metered {
+            zipf(&mut group, metered, keys, &sequence);
+        }
         zipf(&mut group, theirs, keys, &sequence);
         zipf(&mut group, floor, keys, &sequence);
     }
@@ -210,8 +225,24 @@ fn bench_clock<T: KeyedContender, G: KeyedContender, F: KeyedContender>(
     let mut group = c.benchmark_group(format!("keyed/{clock_name}/insert"));
     group.sampling_mode(SamplingMode::Flat).sample_size(10);
     insert(&mut group, ours);
+    if let Some(metered) = metered {
+        insert(&mut group, metered);
+    }
     insert(&mut group, theirs);
     group.finish();
+}
+
+/// tollgate's keyed limiter on `clock`, and the same named when feature `metrics` is on.
+#[cfg(feature = "metrics")]
+fn tollgate_pair<C: Clone>(clock: C) -> (TollgateKeyed<C>, Option<tollgate_peers::TollgateKeyedMetered<C>>) {
+    let metered = tollgate_peers::TollgateKeyedMetered(TollgateKeyed::new(clock.clone()));
+    (TollgateKeyed::new(clock), Some(metered))
+}
+
+/// tollgate's keyed limiter on `clock` (no named one without feature `metrics`).
+#[cfg(not(feature = "metrics"))]
+fn tollgate_pair<C>(clock: C) -> (TollgateKeyed<C>, Option<TollgateKeyed<C>>) {
+    (TollgateKeyed::new(clock), None)
 }
 
 /// The wide window rows on one clock: the hot key and round-robin over 1,000 and 10,000 keys.
@@ -260,10 +291,11 @@ where
 }
 
 fn keyed(c: &mut Criterion) {
+    let (ours, metered) = tollgate_pair(PreciseClock::new());
     bench_clock(
         c,
         "precise",
-        &TollgateKeyed::new(PreciseClock::new()),
+        (&ours, metered.as_ref()),
         &GovernorKeyed::new(QuantaClock::default()),
         &KeyedFloorContender(PreciseClock::new()),
     );
@@ -273,10 +305,11 @@ fn keyed(c: &mut Criterion) {
     // run from here on, each refreshing its time every `COARSE_UPKEEP_INTERVAL`.
     let upkeep = QuantaUpkeepClock::from_interval(COARSE_UPKEEP_INTERVAL)
         .expect("governor's quanta upkeep thread starts");
+    let (ours, metered) = tollgate_pair(CoarseClock::new());
     bench_clock(
         c,
         "coarse",
-        &TollgateKeyed::new(CoarseClock::new()),
+        (&ours, metered.as_ref()),
         &GovernorKeyed::new(upkeep),
         &KeyedFloorContender(CoarseClock::new()),
     );

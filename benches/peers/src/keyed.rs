@@ -211,6 +211,27 @@ where
     }
 }
 
+/// tollgate's keyed token bucket on clock `C`, named (feature `metrics`): every decision counted
+/// on its thread's lane (`tollgate::metrics`). The rows `tollgate_metered`, beside `tollgate`'s
+/// in the same run: the cost of counting.
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+pub struct TollgateKeyedMetered<C>(pub TollgateKeyed<C>);
+
+#[cfg(feature = "metrics")]
+impl<C: Clock + Clone> KeyedContender for TollgateKeyedMetered<C>
+where
+    Tollgate<C>: KeyedLoops,
+{
+    type Limiter = Tollgate<C>;
+    const NAME: &'static str = "tollgate_metered";
+
+    fn build(&self, capacity: usize) -> Tollgate<C> {
+        let name = tollgate::metrics::LimiterName::new("bench").expect("a valid name");
+        self.0.build(capacity).named(name)
+    }
+}
+
 /// tollgate's keyed window counter with a 128-bit state (a locked table: a short lock per key),
 /// on clock `C`: `u32::MAX` per 1,000 s (the long-lived period), more than 64 bits pack for any
 /// window, so wide by itself; a key stays allowed for `u32::MAX` decisions. The rows

@@ -38,6 +38,8 @@ pub use direct::{
 };
 pub use float_bucket::{FloatTokenBucket, MutexTokenBucket};
 pub use floor::{ClockRead, ClockReadLoadCas, GovernorClockRead, InstantRead, Nothing};
+#[cfg(feature = "metrics")]
+pub use keyed::TollgateKeyedMetered;
 pub use keyed::{
     governor, governor_quota, governor_unsized, tollgate, tollgate_bucket, Governor, GovernorKeyed, Keyed,
     KeyedContender, Tollgate, TollgateKeyed, TollgateKeyedWindow, BURST, LONG_LIVED_BURST, LONG_LIVED_PERIOD,

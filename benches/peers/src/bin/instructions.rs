@@ -241,6 +241,13 @@ fn scenarios() -> Vec<Scenario> {
         TollgateKeyed::long_lived(PreciseClock::new()),
         true,
     );
+    #[cfg(feature = "metrics")]
+    keyed_rows(
+        &mut scenarios,
+        "precise",
+        tollgate_peers::TollgateKeyedMetered(TollgateKeyed::long_lived(PreciseClock::new())),
+        true,
+    );
     keyed_rows(
         &mut scenarios,
         "precise",
@@ -273,6 +280,13 @@ fn scenarios() -> Vec<Scenario> {
         &mut scenarios,
         "coarse",
         TollgateKeyed::long_lived(CoarseClock::new()),
+        true,
+    );
+    #[cfg(feature = "metrics")]
+    keyed_rows(
+        &mut scenarios,
+        "coarse",
+        tollgate_peers::TollgateKeyedMetered(TollgateKeyed::long_lived(CoarseClock::new())),
         true,
     );
     keyed_rows(&mut scenarios, "coarse", GovernorKeyed::long_lived(upkeep), true);
