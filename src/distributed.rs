@@ -34,6 +34,9 @@
 //!   more script call, best effort), as the local `refund_n`; for a shaped request abandoned
 //!   before its slot the tower layer starts the same call in the background, with the slot's
 //!   end, so that the slot goes back only while it still ends the key's queue.
+//! - **Leases**: [`LeasedLimiter`] and [`DirectLeasedLimiter`] take units from the same
+//!   quota in one round trip and spend them locally, without a round trip per decision; the
+//!   fleet still never admits more than the quota (`docs/distributed.md`, "Leases").
 //! - **Resets**: [`RedisLimiter::reset`] forgets a key for the whole fleet (and in this
 //!   instance's fallback), in one script call that answers whether the key was still being
 //!   limited, by the algorithm's own decision rule; a reset that does not reach Redis is a
@@ -53,6 +56,7 @@ mod connection;
 mod error;
 #[cfg(feature = "tower")]
 mod layer;
+mod lease;
 mod limiter;
 mod policy;
 mod redacted;
@@ -72,6 +76,10 @@ pub use breaker::Breaker;
 pub use builder::RedisLimiterBuilder;
 pub use cause::RedisFailureCause;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
+pub use lease::{
+    DirectLeasedLimiter, LeaseConfigError, LeaseCounts, LeasedLimiter, LeasedLimiterBuilder,
+    DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS,
+};
 pub use limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
 pub use redacted::redacted_url;

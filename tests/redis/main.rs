@@ -26,6 +26,7 @@ mod keys;
 mod large_limits;
 #[cfg(feature = "tower")]
 mod layer;
+mod lease_fleet;
 mod log_wrapping;
 mod memory;
 mod quota_changes;

@@ -1,0 +1,108 @@
+//! What this process holds of one key's lease, and how it reads the key's timeline.
+
+/// How a process sizes its leases, and reads the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizing {
+    /// The most units one lease holds.
+    pub max_lease: u64,
+    /// The span (µs) a lease is sized for: twice the units spent in the last such span.
+    pub interval: u64,
+    /// Whether a local reading maps onto the timeline 1/4096 of the time since the anchor
+    /// ahead (the server's clock: a local clock up to 244 ppm slower than the server's still
+    /// reads at or after the timeline). `false` on a client's clock, which is the timeline.
+    pub margin: bool,
+}
+
+/// One key's lease, as this process holds it: plain integers, changed only under the key's
+/// lock. A fresh key's (`Default`) holds nothing and knows nothing.
+///
+/// The bucket's lease is up to two ranges of emission slots: `[from, to)` spent first (`from`
+/// is where the next unit's slot starts), then `[next_from, next_to)`; the window's is `left`
+/// units counted in the window that ends at `to`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Whether a reply was installed (the anchor and `known` mean something).
+    pub(crate) anchored: bool,
+    /// Whether the key's sized ask is in flight (its install, or its end, clears it).
+    pub(crate) asking: bool,
+    /// The local time the anchor's request was sent, µs.
+    pub(crate) anchor_local: u64,
+    /// The time its script read, µs on the timeline.
+    pub(crate) anchor_line: u64,
+    /// The bucket: where the next unit's slot starts; unused by the window.
+    pub(crate) from: u64,
+    /// The bucket: the current range's end; the window: the end of the lease's window.
+    pub(crate) to: u64,
+    /// The bucket's second range (`next_to == 0`: none).
+    pub(crate) next_from: u64,
+    pub(crate) next_to: u64,
+    /// The window's units left to spend.
+    pub(crate) left: u64,
+    /// What the last answers said of the whole quota, at least: the bucket's TAT, or the
+    /// count of the window ending at `to` (this process's unspent units included).
+    pub(crate) known: u64,
+    /// Units this process spent since `since` (its own requests that Redis admitted too).
+    pub(crate) spent: u64,
+    /// Start of the span `spent` counts, µs on the timeline.
+    pub(crate) since: u64,
+    /// The units of the last sized ask.
+    pub(crate) want: u64,
+    /// The units of the last lease installed (beyond the request that asked): the low-water
+    /// mark is half of it.
+    pub(crate) granted: u64,
+}
+
+impl Held {
+    /// The timeline at local time `local`: the anchor's script time plus the local time since
+    /// the anchor's request was sent (never earlier than the script's read, which came after
+    /// the send), plus the margin; a reading before the anchor reads as the anchor.
+    #[inline]
+    pub(crate) fn line(&self, local: u64, sizing: &Sizing) -> u64 {
+        let since = local.saturating_sub(self.anchor_local);
+        let margin = if sizing.margin { since >> 12 } else { 0 };
+        self.anchor_line.saturating_add(since).saturating_add(margin)
+    }
+
+    /// Takes the anchor of a reply whose request was sent at local time `sent`, its script
+    /// having read `now`, unless a later-sent request's is held: every anchor reads at or
+    /// after the timeline, and the latest drifts least.
+    pub(crate) fn anchor(&mut self, sent: u64, now: u64) {
+        if !self.anchored || sent >= self.anchor_local {
+            self.anchor_local = sent;
+            self.anchor_line = now;
+        }
+        self.anchored = true;
+    }
+
+    /// The units the next sized ask wants at `now` for a request of weight `cost`: the
+    /// request's weight for a key never answered; twice the last ask if the last one came less
+    /// than an interval ago (the lease did not last the interval); else twice what was spent
+    /// per interval since `since`. At least `cost` (and 1), at most `max_lease` (or `cost`).
+    pub(crate) fn next_want(&self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
+        let elapsed = now.saturating_sub(self.since);
+        let want = if !self.anchored {
+            cost
+        } else if elapsed < sizing.interval {
+            self.want.saturating_mul(2)
+        } else {
+            // Below 2^64: `spent` and the interval are far below 2^63 (units, µs), and the
+            // quotient is at most `2 * spent * interval / interval`.
+            let rate = 2 * u128::from(self.spent) * u128::from(sizing.interval);
+            u64::try_from(rate.div_ceil(u128::from(elapsed.max(1)))).unwrap_or(u64::MAX)
+        };
+        want.min(sizing.max_lease).max(cost).max(u64::from(self.anchored))
+    }
+
+    /// Makes a sized ask at `now` for a request of weight `cost`: the units it wants, recorded
+    /// with the span of spending it was sized on (a new span starts once one has passed).
+    pub(crate) fn ask(&mut self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
+        let want = self.next_want(sizing, now, cost);
+        if now.saturating_sub(self.since) >= sizing.interval {
+            self.spent = 0;
+            self.since = now;
+        }
+        self.want = want;
+        self.asking = true;
+        want
+    }
+}
