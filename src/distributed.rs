@@ -76,6 +76,9 @@ pub use breaker::Breaker;
 pub use builder::RedisLimiterBuilder;
 pub use cause::RedisFailureCause;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use lease::ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use lease::{
     DirectLeasedLimiter, LeaseConfigError, LeaseCounts, LeasedLimiter, LeasedLimiterBuilder,
     DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS,

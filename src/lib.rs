@@ -81,6 +81,7 @@ pub mod algorithm;
 #[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[path = "distributed/breaker.rs"]
 mod breaker;
+// And the leases' local side (`loom-tests/tests/lease.rs`).
 mod cell;
 pub mod clock;
 mod decision;
@@ -90,6 +91,9 @@ mod direct;
 pub mod distributed;
 mod error;
 mod keyed;
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
+#[path = "distributed/lease/ledger/mod.rs"]
+mod ledger;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
@@ -110,10 +114,16 @@ pub use direct::DirectLimiter;
 #[cfg(all(tollgate_loom, feature = "redis"))]
 #[doc(hidden)]
 pub use distributed::Breaker;
+#[cfg(all(tollgate_loom, feature = "redis"))]
+#[doc(hidden)]
+pub use distributed::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
+#[doc(hidden)]
+pub use ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use quota::{ParseQuotaError, Quota};
 #[cfg(tollgate_loom)]
 pub use sliding_log::LogFaults;

@@ -46,6 +46,43 @@ pub(crate) async fn leased(
         .unwrap()
 }
 
+/// [`leased`] with leases of up to `max_lease` units.
+pub(crate) async fn leased_up_to(
+    server: &impl Backend,
+    algorithm: impl Into<RedisAlgorithm>,
+    time: TimeSource,
+    prefix: &str,
+    max_lease: u64,
+) -> LeasedLimiter {
+    let policy = FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    };
+    server
+        .limiter(algorithm.into(), policy)
+        .time(time)
+        .deadline(Duration::from_secs(5))
+        .prefix(prefix)
+        .leased()
+        .max_lease(max_lease)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// One request, then, if it started a refresh, a wait until the refresh has landed: a client
+/// whose requests are spaced wider than a round trip.
+pub(crate) async fn check_spaced(
+    limiter: &Arc<LeasedLimiter>,
+    key: &str,
+) -> tollgate::distributed::RedisDecision {
+    let refreshes = limiter.counts().refreshes;
+    let answer = limiter.check(key).await.unwrap();
+    if limiter.counts().refreshes > refreshes {
+        settle(std::slice::from_ref(limiter)).await;
+    }
+    answer
+}
+
 /// Waits until no refresh is in flight: the round trips stop changing (a refresh that is still
 /// on its way then lands before the counts are read).
 pub(crate) async fn settle(limiters: &[Arc<LeasedLimiter>]) {

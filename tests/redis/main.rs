@@ -26,7 +26,9 @@ mod keys;
 mod large_limits;
 #[cfg(feature = "tower")]
 mod layer;
+mod lease_behaviour;
 mod lease_fleet;
+mod lease_lifetime;
 mod log_wrapping;
 mod memory;
 mod quota_changes;

@@ -12,7 +12,8 @@ pub struct LeaseCounts {
     pub local_decisions: u64,
     /// Round trips of the lease scripts: a request's (it waited for the answer) or a refresh's.
     pub round_trips: u64,
-    /// Of those, the refreshes (on a task, no request waiting).
+    /// Refreshes started (on a task, no request waiting; each makes one round trip, unless
+    /// Redis was found down less than a probe interval ago).
     pub refreshes: u64,
     /// Leases granted (units beyond the asking request's).
     pub leases: u64,
@@ -50,9 +51,12 @@ impl LeaseCounters {
         add(&self.local_decisions, 1);
     }
 
-    pub(super) fn round_trip(&self, refresh: bool) {
+    pub(super) fn round_trip(&self) {
         add(&self.round_trips, 1);
-        add(&self.refreshes, u64::from(refresh));
+    }
+
+    pub(super) fn refresh(&self) {
+        add(&self.refreshes, 1);
     }
 
     pub(super) fn leased(&self, units: u64, dropped: u64) {

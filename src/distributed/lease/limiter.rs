@@ -295,7 +295,7 @@ impl Shared {
             armed: ask.sized,
         };
         let redis_key = self.redis.redis_key(key);
-        let failure = match self.round_trip(&redis_key, &ask, false).await {
+        let failure = match self.round_trip(&redis_key, &ask).await {
             Ok((grant, sent)) => {
                 guard.armed = false;
                 self.install(key, hash, &ask, &grant, sent);
@@ -327,6 +327,7 @@ impl Shared {
             self.table.abandon(hash);
             return;
         };
+        self.counters.refresh();
         let shared = Arc::clone(self);
         runtime.spawn(async move {
             let mut guard = AskGuard {
@@ -335,7 +336,7 @@ impl Shared {
                 armed: true,
             };
             let redis_key = shared.redis.redis_key(&key);
-            if let Ok((grant, sent)) = shared.round_trip(&redis_key, &ask, true).await {
+            if let Ok((grant, sent)) = shared.round_trip(&redis_key, &ask).await {
                 guard.armed = false;
                 shared.install(&key, hash, &ask, &grant, sent);
             }
@@ -356,7 +357,7 @@ impl Shared {
 
     /// One call of the lease script for `ask` on `redis_key`, under the key's breaker and the
     /// deadline: the grant, and the local time the call was sent.
-    async fn round_trip(&self, redis_key: &str, ask: &Ask, refresh: bool) -> Result<(Grant, u64), Missed> {
+    async fn round_trip(&self, redis_key: &str, ask: &Ask) -> Result<(Grant, u64), Missed> {
         let redis = &self.redis;
         let breaker = redis.breakers.of(redis_key);
         if let Err(cause) = breaker.should_ask() {
@@ -367,7 +368,7 @@ impl Shared {
         let want = ask.want.to_le_bytes();
         let args: [&[u8]; 2] = [&arguments[..length], &want];
         let script = scripts::lease_script(self.table.rule());
-        self.counters.round_trip(refresh);
+        self.counters.round_trip();
         let keys = [redis_key];
         let call = redis.connection.run(script, &keys, &args);
         let failure = match tokio::time::timeout(redis.deadline, call).await {

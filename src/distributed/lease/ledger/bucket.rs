@@ -146,6 +146,16 @@ pub(super) fn install(interval: u64, held: &mut Held, cost: u64, granted: u64, s
     held.known = held.known.max(start + granted * interval);
     let (from, to) = (start + own * interval, start + granted * interval);
     let lease = granted - own;
+    if start == held.to && held.from >= held.to && held.next_to == 0 {
+        // Right after the current range, spent to its end: the request's slots and the lease
+        // continue it (so that it still ends the key's queue, for a later grant or a give-back).
+        held.from = from;
+        held.to = to;
+        if lease > 0 {
+            held.granted = lease;
+        }
+        return 0;
+    }
     if lease == 0 {
         return 0;
     }

@@ -45,6 +45,8 @@ pub struct Held {
     pub(crate) spent: u64,
     /// Start of the span `spent` counts, µs on the timeline.
     pub(crate) since: u64,
+    /// Units spent per interval over the last whole span.
+    pub(crate) pace: u64,
     /// The units of the last sized ask.
     pub(crate) want: u64,
     /// The units of the last lease installed (beyond the request that asked): the low-water
@@ -74,30 +76,40 @@ impl Held {
         self.anchored = true;
     }
 
-    /// The units the next sized ask wants at `now` for a request of weight `cost`: the
-    /// request's weight for a key never answered; twice the last ask if the last one came less
-    /// than an interval ago (the lease did not last the interval); else twice what was spent
-    /// per interval since `since`. At least `cost` (and 1), at most `max_lease` (or `cost`).
-    pub(crate) fn next_want(&self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
+    /// The units spent per interval at `now`: over the span since `since`, counted as at
+    /// least an eighth of an interval (two requests a microsecond apart are no rate); within
+    /// an interval of `since`, at least the pace of the last whole span.
+    fn pace(&self, sizing: &Sizing, now: u64) -> u64 {
         let elapsed = now.saturating_sub(self.since);
-        let want = if !self.anchored {
-            cost
-        } else if elapsed < sizing.interval {
-            self.want.saturating_mul(2)
+        let span = elapsed.max(sizing.interval / 8).max(1);
+        // Below 2^64: `spent` and the interval are far below 2^63 (units, µs), and the
+        // quotient is at most `spent * 8`.
+        let current = (u128::from(self.spent) * u128::from(sizing.interval)).div_ceil(u128::from(span));
+        let current = u64::try_from(current).unwrap_or(u64::MAX);
+        if elapsed >= sizing.interval {
+            current
         } else {
-            // Below 2^64: `spent` and the interval are far below 2^63 (units, µs), and the
-            // quotient is at most `2 * spent * interval / interval`.
-            let rate = 2 * u128::from(self.spent) * u128::from(sizing.interval);
-            u64::try_from(rate.div_ceil(u128::from(elapsed.max(1)))).unwrap_or(u64::MAX)
-        };
-        want.min(sizing.max_lease).max(cost).max(u64::from(self.anchored))
+            current.max(self.pace)
+        }
     }
 
-    /// Makes a sized ask at `now` for a request of weight `cost`: the units it wants, recorded
-    /// with the span of spending it was sized on (a new span starts once one has passed).
+    /// The units the next sized ask wants at `now` for a request of weight `cost`: the
+    /// request's weight for a key never answered; else twice the units spent per interval
+    /// ([`pace`](Self::pace)). At least `cost` (and 1), at most `max_lease` (or `cost`).
+    pub(crate) fn next_want(&self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
+        if !self.anchored {
+            return cost;
+        }
+        let want = self.pace(sizing, now).saturating_mul(2);
+        want.min(sizing.max_lease).max(cost).max(1)
+    }
+
+    /// Makes a sized ask at `now` for a request of weight `cost`: the units it wants. Once an
+    /// interval has passed since `since`, its pace is kept and a new span starts.
     pub(crate) fn ask(&mut self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
         let want = self.next_want(sizing, now, cost);
         if now.saturating_sub(self.since) >= sizing.interval {
+            self.pace = self.pace(sizing, now);
             self.spent = 0;
             self.since = now;
         }

@@ -202,18 +202,23 @@ fn what_redis_refused_is_refused_without_a_round_trip() {
 fn a_first_lease_is_the_request_and_later_ones_follow_the_spending() {
     let mut held = Held::default();
     assert_eq!(held.next_want(&SIZING, 5_000_000, 3), 3);
-    held.ask(&SIZING, 5_000_000, 3);
+    assert_eq!(held.ask(&SIZING, 5_000_000, 3), 3);
     held.anchor(5_000_000, 5_000_000);
-    // Asked again within the interval: twice the last ask.
-    assert_eq!(held.ask(&SIZING, 5_010_000, 1), 6);
-    assert_eq!(held.ask(&SIZING, 5_020_000, 1), 12);
-    // 30 units spent over 200 ms, sized for 100 ms: 2 * 15.
+    held.spent = 3;
+    // 3 units in 1 ms: counted over an eighth of the interval (12.5 ms), 24 per interval.
+    assert_eq!(held.ask(&SIZING, 5_001_000, 1), 40);
+    held.spent = 2;
+    assert_eq!(held.next_want(&SIZING, 5_001_000, 1), 32);
+    // 30 units over 200 ms, sized for 100 ms: 2 * 15; the span restarts, its pace kept.
     held.spent = 30;
-    assert_eq!(held.next_want(&SIZING, 5_200_000, 1), 30);
+    assert_eq!(held.ask(&SIZING, 5_200_000, 1), 30);
+    assert_eq!((held.spent, held.since, held.pace), (0, 5_200_000, 15));
+    // Within the next interval, nothing spent yet: the last span's pace.
+    assert_eq!(held.next_want(&SIZING, 5_210_000, 1), 30);
     // Never above the largest lease, never below the request.
     held.spent = 1_000;
-    assert_eq!(held.next_want(&SIZING, 5_200_000, 1), 40);
-    assert_eq!(held.next_want(&SIZING, 5_200_000, 50), 50);
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 1), 40);
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 50), 50);
 }
 
 #[test]
