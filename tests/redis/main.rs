@@ -29,6 +29,7 @@ mod layer;
 mod lease_behaviour;
 mod lease_fleet;
 mod lease_lifetime;
+mod lease_properties;
 mod log_wrapping;
 mod memory;
 mod quota_changes;
