@@ -27,7 +27,10 @@ mod large_limits;
 #[cfg(feature = "tower")]
 mod layer;
 mod lease_behaviour;
+mod lease_cluster;
 mod lease_fleet;
+#[cfg(feature = "tower")]
+mod lease_layer;
 mod lease_lifetime;
 mod lease_properties;
 mod log_wrapping;
