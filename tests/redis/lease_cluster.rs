@@ -32,7 +32,9 @@ async fn a_leased_fleet_never_passes_a_keys_quota_on_any_master() {
         let prefix = format!("lease-cluster:{}:", algorithm.name().replace(' ', "-"));
         let mut limiters = Vec::new();
         for _ in 0..INSTANCES {
-            limiters.push(Arc::new(leased_up_to(cluster, algorithm, frozen.clone(), &prefix, 4).await));
+            limiters.push(Arc::new(
+                leased_up_to(cluster, algorithm, frozen.clone(), &prefix, 4).await,
+            ));
         }
         let redis_keys: Vec<String> = keys.iter().map(|key| limiters[0].redis_key(key)).collect();
         let slots = cluster.slots(&redis_keys);
@@ -69,7 +71,11 @@ async fn a_leased_fleet_never_passes_a_keys_quota_on_any_master() {
             }
         }
         settle(&limiters).await;
-        assert!(admitted.iter().all(|&count| count <= 10), "{}: {admitted:?}", algorithm.name());
+        assert!(
+            admitted.iter().all(|&count| count <= 10),
+            "{}: {admitted:?}",
+            algorithm.name()
+        );
         let held: u64 = limiters.iter().map(|l| l.units_held()).sum();
         let dropped: u64 = limiters.iter().map(|l| l.counts().units_dropped).sum();
         let local: u64 = limiters.iter().map(|l| l.counts().local_decisions).sum();
