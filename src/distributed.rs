@@ -35,6 +35,9 @@
 //!   gives back a shaped request's slot, named by [`RedisLimiter::check_slot`], only while it
 //!   still ends the key's queue. The tower layer starts that call in the background for a
 //!   shaped request abandoned before its slot.
+//! - **Leases**: [`LeasedLimiter`] and [`DirectLeasedLimiter`] take units from the same
+//!   quota in one round trip and spend them locally, without a round trip per decision; the
+//!   fleet still never admits more than the quota (`docs/distributed.md`, "Leases").
 //! - **Resets**: [`RedisLimiter::reset`] forgets a key for the whole fleet (and in this
 //!   instance's fallback), in one script call that answers whether the key was still being
 //!   limited, by the algorithm's own decision rule; a reset that does not reach Redis is a
@@ -56,6 +59,7 @@ mod error;
 // on the limiter's public API.
 #[cfg(feature = "tower")]
 mod layer;
+mod lease;
 mod limiter;
 mod live;
 mod policy;
@@ -74,6 +78,13 @@ pub use breaker::Breaker;
 pub use builder::RedisLimiterBuilder;
 pub use cause::RedisFailureCause;
 pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use lease::ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
+pub use lease::{
+    DirectLeasedLimiter, LeaseConfigError, LeaseCounts, LeasedLimiter, LeasedLimiterBuilder,
+    DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS,
+};
 pub use limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};
 pub use redacted::redacted_url;

@@ -84,6 +84,7 @@ pub mod algorithm;
 #[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[path = "distributed/breaker.rs"]
 mod breaker;
+// And the leases' local side (`loom-tests/tests/lease.rs`).
 mod cell;
 pub mod clock;
 mod decision;
@@ -98,6 +99,9 @@ pub mod live;
 #[cfg(tollgate_loom)]
 #[path = "metrics/lanes.rs"]
 mod lanes;
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
+#[path = "distributed/lease/ledger/mod.rs"]
+mod ledger;
 mod meter;
 #[cfg(all(feature = "metrics", not(tollgate_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -123,6 +127,9 @@ pub use direct::DirectLimiter;
 #[cfg(all(tollgate_loom, feature = "redis"))]
 #[doc(hidden)]
 pub use distributed::Breaker;
+#[cfg(all(tollgate_loom, feature = "redis"))]
+#[doc(hidden)]
+pub use distributed::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
 pub use keyed::Faults;
@@ -130,6 +137,9 @@ pub use keyed::{KeyedLimiter, WhenFull};
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub use lanes::{LaneClaims, Lanes, MAX_LANES};
+#[cfg(all(tollgate_loom, not(feature = "redis")))]
+#[doc(hidden)]
+pub use ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use live::{Live, QuotaChangeError};
 pub use policy_set::{PolicySet, SetDecision};
 pub use quota::{ParseQuotaError, Quota};

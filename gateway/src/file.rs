@@ -44,6 +44,7 @@ struct RedisSection {
     url: Option<String>,
     cluster: Option<Vec<String>>,
     when_away: Option<RedisAwayChoice>,
+    lease: Option<bool>,
 }
 
 /// `[fields]`: the `RateLimit` fields responses carry.
@@ -109,6 +110,12 @@ pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
     if let (Store::Table { .. }, Some(_)) = (&store, flags.when_redis_away) {
         return Err(
             "--when-redis-away: only with Redis ([redis] in the file, --redis or --redis-cluster)".to_owned(),
+        );
+    }
+    if let (Store::Table { .. }, true) = (&store, flags.lease) {
+        return Err(
+            "--lease: leases are taken from Redis; give [redis] in the file, --redis or --redis-cluster"
+                .to_owned(),
         );
     }
     let fields = flags.fields(FieldSettings {
@@ -179,6 +186,7 @@ fn file_store(file: &File) -> Result<Option<Store>, String> {
         (None, Some(redis)) => Ok(Some(Store::Redis {
             target: redis_target(redis)?,
             when_away: redis.when_away.unwrap_or(RedisAwayChoice::Refuse),
+            lease: redis.lease.unwrap_or(false),
         })),
         (None, None) => Ok(None),
     }
@@ -358,14 +366,16 @@ mod tests {
             store(&cluster, &[]),
             Ok(Some(Store::Redis {
                 target: RedisTarget::Cluster(seeds),
-                when_away: RedisAwayChoice::Admit
+                when_away: RedisAwayChoice::Admit,
+                lease: false
             }))
         );
         assert_eq!(
             store(&cluster, &["--redis", "redis://127.0.0.1:6379/"]),
             Ok(Some(Store::Redis {
                 target: RedisTarget::Single("redis://127.0.0.1:6379/".to_owned()),
-                when_away: RedisAwayChoice::Admit
+                when_away: RedisAwayChoice::Admit,
+                lease: false
             }))
         );
         let url = format!("[redis]\nurl = \"redis://127.0.0.1:6379/\"\n{route}");
@@ -373,7 +383,8 @@ mod tests {
             store(&url, &["--redis-cluster", "redis://127.0.0.1:7002"]),
             Ok(Some(Store::Redis {
                 target: RedisTarget::Cluster(vec!["redis://127.0.0.1:7002".to_owned()]),
-                when_away: RedisAwayChoice::Refuse
+                when_away: RedisAwayChoice::Refuse,
+                lease: false
             }))
         );
         for (section, says) in [

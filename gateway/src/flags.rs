@@ -103,6 +103,12 @@ pub(crate) struct Flags {
     #[arg(long, value_name = "POLICY", value_enum)]
     pub(crate) when_redis_away: Option<RedisAwayChoice>,
 
+    /// With Redis: spend units leased from each key's quota in Redis here, a round trip per
+    /// lease instead of per request; the gateways together still never pass the quota
+    /// (token bucket and fixed window)
+    #[arg(long)]
+    pub(crate) lease: bool,
+
     /// Leaky bucket only: the longest a request may wait for its slot, e.g. 1000
     #[arg(long = "max-delay-ms", value_name = "MS", value_parser = forms::max_delay_ms)]
     pub(crate) max_delay: Option<Duration>,
@@ -183,6 +189,18 @@ impl Flags {
                 "--when-redis-away: only with --redis (e.g. --redis redis://127.0.0.1:6379/) or --redis-cluster"
                     .into(),
             );
+        } else if self.lease {
+            return refuse(
+                "--lease: leases are taken from Redis; give --redis (e.g. --redis redis://127.0.0.1:6379/) \
+                 or --redis-cluster"
+                    .into(),
+            );
+        }
+        if self.lease && !matches!(algorithm, AlgorithmChoice::Token | AlgorithmChoice::Fixed) {
+            return refuse(format!(
+                "--lease: the {algorithm} cannot be leased; lease a token bucket (--algorithm token) or a \
+                 fixed window (--algorithm fixed), or decide each request in Redis without --lease"
+            ));
         }
         if let (Some(KeyChoice::ClientIp { extractor, .. }), false) = (&self.key, self.trust_any_forwarder) {
             if let Some(family) = trusts_everyone(extractor.trusted()) {
@@ -206,6 +224,7 @@ impl Flags {
             ("--redis", self.redis.is_some()),
             ("--redis-cluster", self.redis_cluster.is_some()),
             ("--when-redis-away", self.when_redis_away.is_some()),
+            ("--lease", self.lease),
             ("--legacy", self.legacy),
             ("--no-admitted-fields", self.no_admitted_fields),
             ("--trust-any-forwarder", self.trust_any_forwarder),
@@ -301,17 +320,27 @@ impl Flags {
     /// named by a flag replaces the file's, which keeps its `when_away`.
     pub(crate) fn store(&self, file: Option<Store>) -> Store {
         match (self.redis_target(), file) {
-            (Some(target), Some(Store::Redis { when_away, .. })) => Store::Redis {
+            (Some(target), Some(Store::Redis { when_away, lease, .. })) => Store::Redis {
                 target,
                 when_away: self.when_redis_away.unwrap_or(when_away),
+                lease: self.lease || lease,
             },
             (Some(target), _) => Store::Redis {
                 target,
                 when_away: self.when_redis_away.unwrap_or(RedisAwayChoice::Refuse),
+                lease: self.lease,
             },
-            (None, Some(Store::Redis { target, when_away })) => Store::Redis {
+            (
+                None,
+                Some(Store::Redis {
+                    target,
+                    when_away,
+                    lease,
+                }),
+            ) => Store::Redis {
                 target,
                 when_away: self.when_redis_away.unwrap_or(when_away),
+                lease: self.lease || lease,
             },
             (None, Some(Store::Table { capacity, when_full })) => Store::Table {
                 capacity: self.capacity.unwrap_or(capacity),
@@ -487,6 +516,7 @@ mod tests {
                     "redis://:pw@127.0.0.1:7001".to_owned()
                 ]),
                 when_away: RedisAwayChoice::Admit,
+                lease: false,
             }))
         );
         let both = error(&["--redis", "redis://127.0.0.1/", "--redis-cluster", seeds]);

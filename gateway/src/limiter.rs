@@ -158,11 +158,15 @@ impl Build<'_> {
         let bad_quota = |e: QuotaError| format!("quota `{quota}`: {e}");
         let (capacity, when_full) = match self.store {
             Store::Table { capacity, when_full } => (*capacity, WhenFull::from(*when_full)),
-            Store::Redis { target, when_away } => {
+            Store::Redis {
+                target,
+                when_away,
+                lease,
+            } => {
                 let (limiter, fresh) = match self.kept_limiter::<WatchedRedis>() {
                     Some(limiter) => (limiter, false),
                     None => (
-                        Arc::new(WatchedRedis::connect(target, *when_away, self.route).await?),
+                        Arc::new(WatchedRedis::connect(target, *when_away, *lease, self.route).await?),
                         true,
                     ),
                 };

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tollgate::distributed::{
-    FailurePolicy, RedisAlgorithm, RedisConfigError, RedisFailureCause, RedisLimiter,
+    FailurePolicy, LeaseConfigError, LeasedLimiter, RedisAlgorithm, RedisConfigError, RedisFailureCause,
+    RedisLimiter,
 };
 use tollgate::middleware::{LimiterError, Origin, Policy, RateLimiter};
 use tollgate::{Decision, FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
@@ -26,9 +27,25 @@ const AWAY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// the gateway prints each second they happen, with the cause of the last failure.
 #[derive(Debug)]
 pub(crate) struct WatchedRedis {
-    limiter: RedisLimiter,
+    limiter: Decider,
     /// Decisions made without Redis since the last report.
     without_redis: AtomicU64,
+}
+
+/// A decision per request in Redis, or on leases taken from it (`--lease`).
+#[derive(Debug)]
+enum Decider {
+    PerRequest(RedisLimiter),
+    Leased(LeasedLimiter),
+}
+
+impl Decider {
+    fn per_request(&self) -> &RedisLimiter {
+        match self {
+            Decider::PerRequest(limiter) => limiter,
+            Decider::Leased(limiter) => limiter.per_decision(),
+        }
+    }
 }
 
 impl WatchedRedis {
@@ -37,6 +54,7 @@ impl WatchedRedis {
     pub(crate) async fn connect(
         target: &RedisTarget,
         when_away: RedisAwayChoice,
+        lease: bool,
         route: &RouteSettings,
     ) -> Result<WatchedRedis, String> {
         let quota = route.quota;
@@ -60,12 +78,21 @@ impl WatchedRedis {
         };
         // A cluster's seeds are asked for its topology here: seeds without cluster support are
         // refused now, before the start-up check.
-        let limiter = builder
-            .prefix(format!("gateway:{}:", route.name))
-            .connect()
-            .await
-            .map_err(|e| format!("{}: {}", target.shown(), said(target, &e)))?
-            .named(crate::limiter::limiter_name(route)?);
+        let builder = builder.prefix(format!("gateway:{}:", route.name));
+        let limiter = if lease {
+            let leased = builder.leased().connect().await.map_err(|e| match e {
+                LeaseConfigError::Redis(e) => format!("{}: {}", target.shown(), said(target, &e)),
+                e => format!("route `{}`: {e} (the file's `lease`, or --lease)", route.name),
+            })?;
+            Decider::Leased(leased)
+        } else {
+            let limiter = builder
+                .connect()
+                .await
+                .map_err(|e| format!("{}: {}", target.shown(), said(target, &e)))?
+                .named(crate::limiter::limiter_name(route)?);
+            Decider::PerRequest(limiter)
+        };
         Ok(WatchedRedis {
             limiter,
             without_redis: AtomicU64::new(0),
@@ -87,7 +114,7 @@ impl WatchedRedis {
         // Relaxed: a statistic, read once a second for a report; nothing else is published
         // through it.
         let count = self.without_redis.swap(0, Ordering::Relaxed);
-        (count, self.limiter.last_failure())
+        (count, self.limiter.per_request().last_failure())
     }
 }
 
@@ -97,35 +124,53 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
         async move { decided.await.map(|(decision, _)| decision) }
     }
 
-    fn decide_with_origin(
-        &self,
-        key: &K,
-        cost: u64,
-    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
-        let decided = self.limiter.decide_with_origin(key, cost);
-        async move { self.watched(decided.await) }
+    async fn decide_with_origin(&self, key: &K, cost: u64) -> Result<(Decision, Origin), LimiterError> {
+        let decided = match &self.limiter {
+            Decider::PerRequest(limiter) => limiter.decide_with_origin(key, cost).await,
+            Decider::Leased(limiter) => limiter.decide_with_origin(key, cost).await,
+        };
+        self.watched(decided)
     }
 
-    fn decide_within(
+    /// A leased limiter decides here what its lease holds (no task, no allocation); a request
+    /// that needs Redis goes the asynchronous way.
+    fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
+        match &self.limiter {
+            Decider::PerRequest(_) => None,
+            Decider::Leased(limiter) => limiter.decide_now(key, cost),
+        }
+    }
+
+    async fn decide_within(
         &self,
         key: &K,
         cost: u64,
         max_delay: Option<Duration>,
-    ) -> impl Future<Output = Result<(Decision, Origin), LimiterError>> + Send {
-        let decided = self.limiter.decide_within(key, cost, max_delay);
-        async move { self.watched(decided.await) }
+    ) -> Result<(Decision, Origin), LimiterError> {
+        let decided = match &self.limiter {
+            Decider::PerRequest(limiter) => limiter.decide_within(key, cost, max_delay).await,
+            Decider::Leased(limiter) => limiter.decide_within(key, cost, max_delay).await,
+        };
+        self.watched(decided)
     }
 
     fn policy(&self) -> Policy {
-        RateLimiter::<K>::policy(&self.limiter)
+        RateLimiter::<K>::policy(self.limiter.per_request())
     }
 
     fn refund(&self, key: K, cost: u64, origin: Origin) {
-        self.limiter.refund(key, cost, origin);
+        match &self.limiter {
+            Decider::PerRequest(limiter) => limiter.refund(key, cost, origin),
+            Decider::Leased(limiter) => limiter.refund(key, cost, origin),
+        }
     }
 
     fn meter(&self) -> Option<&tollgate::metrics::Meter> {
-        self.limiter.meter()
+        match &self.limiter {
+            Decider::PerRequest(limiter) => limiter.meter(),
+            // A leased limiter is not named: its decisions are not counted yet.
+            Decider::Leased(_) => None,
+        }
     }
 }
 
@@ -149,7 +194,10 @@ pub(crate) enum Checked {
 /// itself (a refused connection, no answer in time, a cluster down) is a warning on stderr:
 /// the route answers by its failure policy until Redis answers.
 pub(crate) async fn check(table: &Table, which: Checked) -> Result<(), String> {
-    let Some(Store::Redis { target, when_away }) = table.settings.limits.as_ref().map(|l| &l.store) else {
+    let Some(Store::Redis {
+        target, when_away, ..
+    }) = table.settings.limits.as_ref().map(|l| &l.store)
+    else {
         return Ok(());
     };
     let mut asked = JoinSet::new();
@@ -161,7 +209,7 @@ pub(crate) async fn check(table: &Table, which: Checked) -> Result<(), String> {
             continue;
         }
         let redis = Arc::clone(redis);
-        asked.spawn(async move { (at, redis.limiter.verify().await) });
+        asked.spawn(async move { (at, redis.limiter.per_request().verify().await) });
     }
     let mut answers = Vec::with_capacity(asked.len());
     while let Some(joined) = asked.join_next().await {

@@ -45,6 +45,9 @@ pub(crate) enum Store {
     Redis {
         target: RedisTarget,
         when_away: RedisAwayChoice,
+        /// Whether each gateway spends units leased from Redis's quota locally (`--lease`,
+        /// `[redis] lease`): the token bucket and the fixed window.
+        lease: bool,
     },
 }
 

@@ -85,10 +85,19 @@ pub(crate) fn store_words(store: &Store) -> String {
             };
             format!("keys: in memory, up to {capacity} per route; when full, {full}")
         }
-        Store::Redis { target, when_away } => {
+        Store::Redis {
+            target,
+            when_away,
+            lease,
+        } => {
             let away = match when_away {
                 RedisAwayChoice::Refuse => "requests are refused (429, retry after 1 s)",
                 RedisAwayChoice::Admit => "requests are forwarded, uncounted",
+            };
+            let away = if *lease {
+                format!("{away} once this gateway's leases are spent; each gateway spends units leased from Redis")
+            } else {
+                away.to_owned()
             };
             match target {
                 RedisTarget::Single(url) => format!(

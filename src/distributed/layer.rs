@@ -32,7 +32,7 @@ impl AnnouncedPolicy for RedisAlgorithm {
 /// local fallback, or nowhere (fail open, or a fail-closed refusal).
 fn origin(decided_by: DecidedBy) -> Origin {
     match decided_by {
-        DecidedBy::Redis => Origin::Limiter,
+        DecidedBy::Redis | DecidedBy::Lease => Origin::Limiter,
         DecidedBy::Fallback => Origin::Fallback,
         DecidedBy::FailOpen | DecidedBy::FailClosed => Origin::Uncounted,
     }

@@ -306,6 +306,10 @@ pub enum DecidedBy {
     FailClosed,
     /// Redis did not answer; the [`FailurePolicy::Fallback`] limiter decided.
     Fallback,
+    /// A [`LeasedLimiter`](super::LeasedLimiter) decided without a round trip, on units it
+    /// leased from the fleet-wide quota (or, for a refusal, on what Redis last said of it):
+    /// `docs/distributed.md`, "Leases".
+    Lease,
 }
 
 /// Why Redis did not decide: a category, and for the connection's and the server's failures

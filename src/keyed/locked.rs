@@ -349,6 +349,18 @@ impl<V> LockedShard<V> {
         faults.skips_key_recheck() || held(self.tag(index)) == member(fingerprint)
     }
 
+    /// Runs `f` on the value of every slot that ever held a key, under that slot's lock, one
+    /// slot at a time (a value that changes meanwhile is seen as it is when its slot is locked).
+    pub(crate) fn visit(&self, mut f: impl FnMut(&mut V)) {
+        for slot in self.slots.iter() {
+            // Relaxed: an empty tag is final for this walk (a key inserted meanwhile is left
+            // out, as one inserted after it); a used slot is read under its lock.
+            if held(slot.tag.load(Ordering::Relaxed)) != EMPTY {
+                f(&mut lock(&slot.value));
+            }
+        }
+    }
+
     /// For a new key homed at `home` that found no room at `now`: the least time until a value
     /// in its probe range is reclaimable (its slot can then be reused), 0 if a slot is empty or
     /// reclaimable by now. A hint: each slot is locked and read in turn, while others may change

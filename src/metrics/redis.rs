@@ -116,7 +116,7 @@ pub(crate) fn cause_label(cause: RedisFailureCause) -> &'static str {
 /// Redis's own.
 fn policy_of(decided_by: DecidedBy) -> Option<(usize, &'static str)> {
     match decided_by {
-        DecidedBy::Redis => None,
+        DecidedBy::Redis | DecidedBy::Lease => None,
         DecidedBy::FailOpen => Some((0, "fail_open")),
         DecidedBy::FailClosed => Some((1, "fail_closed")),
         DecidedBy::Fallback => Some((2, "fallback")),

@@ -27,7 +27,7 @@ use crate::reference::{too_fine, Expected};
 /// request in four).
 fn change_at(i: usize, op: &Op, choices: usize) -> Option<usize> {
     let raw = op.raw();
-    (i > 0 && raw % 4 == 0).then(|| (raw >> 8) as usize % choices)
+    (i > 0 && raw.is_multiple_of(4)).then(|| (raw >> 8) as usize % choices)
 }
 
 /// A bucket's quota: `count` per `period` ns, burst `burst`.
@@ -48,6 +48,7 @@ fn interval(of: Duration) -> u64 {
 }
 
 /// Runs `ops` through a `Live` bucket and its model, changing the quota where the trace says.
+#[allow(clippy::too_many_arguments)] // the trace, and the bucket under test and its reference
 fn run_bucket<B, M>(
     quotas: &[(u64, u64, u64)],
     start: Start,

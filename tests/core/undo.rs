@@ -82,7 +82,7 @@ impl Undoable for KeyedLogLimiter<u64, ManualClock> {
 
 /// Whether request `op` is undone at once if admitted (about one in three).
 fn undone(op: &Op) -> bool {
-    op.raw() % 3 == 0
+    op.raw().is_multiple_of(3)
 }
 
 /// Runs `ops` through `limiter` and `model`: every decision equals the model's, and every

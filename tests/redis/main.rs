@@ -29,6 +29,13 @@ mod keys;
 mod large_limits;
 #[cfg(feature = "tower")]
 mod layer;
+mod lease_behaviour;
+mod lease_cluster;
+mod lease_fleet;
+#[cfg(feature = "tower")]
+mod lease_layer;
+mod lease_lifetime;
+mod lease_properties;
 mod live_quota;
 mod log_wrapping;
 mod memory;

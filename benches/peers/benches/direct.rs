@@ -154,7 +154,7 @@ where
 }
 
 /// tollgate's direct limiters on one clock (each type's loop compiled once, in `tollgate_peers`).
-fn tollgate_rows<C: Clock + Clone>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
+fn tollgate_rows<C: Clock + Clone + 'static>(group: &mut BenchmarkGroup<'_, WallTime>, clock: &C)
 where
     DirectLimiter<TokenBucket, C>: DirectLoops,
     DirectLimiter<LeakyBucket, C>: DirectLoops,
@@ -168,7 +168,6 @@ where
     DirectLimiter<Live<FixedWindow>, C>: DirectLoops,
     DirectLimiter<Live<SlidingWindow>, C>: DirectLoops,
     LogLimiter<C, Live<SlidingLog>>: DirectLoops,
-    C: 'static,
 {
     contender(group, &tollgate_token_bucket(clock.clone()));
     contender(group, &tollgate_leaky_bucket(clock.clone()));

@@ -1,0 +1,369 @@
+//! The lease arithmetic on plain values: spends, installs, sizing, give-backs.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{Outcome, Quota};
+
+/// `T` = 1 ms, burst 100.
+const T: u64 = 1_000;
+const BURST: u64 = 100;
+
+fn bucket_rule() -> LeaseRule {
+    let quota = Quota::new(1, Duration::from_micros(T))
+        .unwrap()
+        .with_burst(BURST)
+        .unwrap();
+    LeaseRule::Bucket {
+        bucket: TokenBucket::new(quota).unwrap(),
+        interval: T,
+        tolerance: BURST * T,
+    }
+}
+
+/// On a client's clock (no margin): local times are the timeline.
+const SIZING: Sizing = Sizing {
+    max_lease: 40,
+    interval: 100_000,
+    margin: false,
+};
+
+/// An ask for `cost` of `want` units, sized.
+fn sized(cost: u64, want: u64) -> Ask {
+    Ask {
+        cost,
+        want,
+        sized: true,
+        #[cfg(tollgate_loom)]
+        snapshot: Held::default(),
+    }
+}
+
+/// A held bucket lease of `units` slots from `start`, granted at `start` (the key's first).
+fn bucket_lease(start: u64, units: u64) -> Held {
+    let mut held = Held::default();
+    let grant = Grant::Bucket {
+        granted: units,
+        start,
+        now: start,
+    };
+    assert_eq!(
+        bucket_rule().install(&mut held, &sized(0, units), &grant, start, start, &SIZING),
+        0
+    );
+    held
+}
+
+fn admitted(spend: Spend) -> bool {
+    matches!(spend, Spend::Lease { decision, .. } if decision.is_allowed())
+}
+
+#[test]
+fn a_lease_at_a_frozen_time_is_spent_exactly_once_per_slot() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 10);
+    for spent in 0..10 {
+        assert!(
+            admitted(rule.spend(&mut held, &SIZING, 1_000_000, 1)),
+            "unit {spent}"
+        );
+    }
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_000_000, 1),
+        Spend::Ask(_)
+    ));
+    assert_eq!(rule.units(&held, &SIZING, 1_000_000), 0);
+}
+
+#[test]
+fn slots_whose_time_passed_are_lost() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 10);
+    // 4.5 slots later, the first four slots and half of the fifth have passed.
+    assert_eq!(rule.units(&held, &SIZING, 1_004_500), 5);
+    for _ in 0..5 {
+        assert!(admitted(rule.spend(&mut held, &SIZING, 1_004_500, 1)));
+    }
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_004_500, 1),
+        Spend::Ask(_)
+    ));
+    // Past the lease's end, nothing is left.
+    let held = bucket_lease(1_000_000, 10);
+    assert_eq!(rule.units(&held, &SIZING, 1_010_000), 0);
+}
+
+#[test]
+fn a_spend_never_takes_a_slot_past_the_burst_ahead_of_now() {
+    let rule = bucket_rule();
+    // A range running 150 slots ahead (no script grants one, but the local check alone must
+    // hold the bound): only the slots within the burst (100 ms) of the reading are spent, then
+    // one more per slot of time.
+    let mut held = bucket_lease(1_000_000, 10);
+    held.to = 1_150_000;
+    let mut spent = 0;
+    while admitted(rule.spend(&mut held, &SIZING, 1_000_000, 1)) {
+        spent += 1;
+    }
+    assert_eq!(spent, 100);
+    assert!(admitted(rule.spend(&mut held, &SIZING, 1_001_000, 1)));
+    assert!(!admitted(rule.spend(&mut held, &SIZING, 1_001_000, 1)));
+}
+
+#[test]
+fn a_contiguous_grant_extends_the_range_and_another_becomes_the_next() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 4);
+    let contiguous = Grant::Bucket {
+        granted: 3,
+        start: 1_004_000,
+        now: 1_000_100,
+    };
+    rule.install(
+        &mut held,
+        &sized(0, 3),
+        &contiguous,
+        1_000_100,
+        1_000_100,
+        &SIZING,
+    );
+    assert_eq!((held.from, held.to, held.next_to), (1_000_000, 1_007_000, 0));
+    // Another process took slots after ours: the next grant is a second range.
+    let apart = Grant::Bucket {
+        granted: 5,
+        start: 1_020_000,
+        now: 1_000_200,
+    };
+    rule.install(&mut held, &sized(0, 5), &apart, 1_000_200, 1_000_200, &SIZING);
+    assert_eq!((held.next_from, held.next_to), (1_020_000, 1_025_000));
+    // 6 whole slots left of the first range at 1.0002 s (its first slot's time has begun),
+    // and the second's 5.
+    assert_eq!(rule.units(&held, &SIZING, 1_000_200), 11);
+    let mut spent = 0;
+    while admitted(rule.spend(&mut held, &SIZING, 1_000_200, 1)) {
+        spent += 1;
+    }
+    assert_eq!(spent, 11);
+    assert_eq!(held.known, 1_025_000);
+}
+
+#[test]
+fn a_request_heavier_than_the_range_moves_to_the_next_and_the_rest_passes() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 2);
+    let apart = Grant::Bucket {
+        granted: 5,
+        start: 1_020_000,
+        now: 1_000_000,
+    };
+    rule.install(&mut held, &sized(0, 5), &apart, 1_000_000, 1_000_000, &SIZING);
+    assert!(admitted(rule.spend(&mut held, &SIZING, 1_000_000, 3)));
+    assert_eq!((held.from, held.to, held.next_to), (1_023_000, 1_025_000, 0));
+}
+
+#[test]
+fn what_redis_refused_is_refused_without_a_round_trip() {
+    let rule = bucket_rule();
+    let mut held = Held::default();
+    // Redis refused at 1 s with the queue ending 100 ms ahead: the bucket is empty.
+    let refused = Grant::Bucket {
+        granted: 0,
+        start: 1_100_000,
+        now: 1_000_000,
+    };
+    let ask = match rule.spend(&mut held, &SIZING, 1_000_000, 1) {
+        Spend::Ask(ask) => ask,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((ask.cost, ask.want, ask.sized), (1, 1, true));
+    rule.install(&mut held, &ask, &refused, 1_000_000, 1_000_000, &SIZING);
+    match rule.spend(&mut held, &SIZING, 1_000_500, 1) {
+        Spend::Refused { decision } => {
+            assert_eq!(decision.outcome(), Outcome::Denied);
+            assert_eq!(decision.retry_after(), Duration::from_micros(500));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A slot later one unit is free: below this process's lease size (sized asks double
+    // within an interval), but the process waits only up to an eighth of the burst.
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_001_000, 1),
+        Spend::Refused { .. }
+    ));
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_013_000, 1),
+        Spend::Ask(_)
+    ));
+    // A weightless request is admitted, on what Redis said.
+    assert!(admitted(rule.spend(&mut held, &SIZING, 1_000_500, 0)));
+}
+
+#[test]
+fn a_first_lease_is_the_request_and_later_ones_follow_the_spending() {
+    let mut held = Held::default();
+    assert_eq!(held.next_want(&SIZING, 5_000_000, 3), 3);
+    assert_eq!(held.ask(&SIZING, 5_000_000, 3), 3);
+    held.anchor(5_000_000, 5_000_000);
+    held.spent = 3;
+    // 3 units in 1 ms: counted over an eighth of the interval (12.5 ms), 24 per interval.
+    assert_eq!(held.ask(&SIZING, 5_001_000, 1), 40);
+    held.spent = 2;
+    assert_eq!(held.next_want(&SIZING, 5_001_000, 1), 32);
+    // 30 units over 200 ms, sized for 100 ms: 2 * 15; the span restarts, its pace kept.
+    held.spent = 30;
+    assert_eq!(held.ask(&SIZING, 5_200_000, 1), 30);
+    assert_eq!((held.spent, held.since, held.pace), (0, 5_200_000, 15));
+    // Within the next interval, nothing spent yet: the last span's pace.
+    assert_eq!(held.next_want(&SIZING, 5_210_000, 1), 30);
+    // Never above the largest lease, never below the request.
+    held.spent = 1_000;
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 1), 40);
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 50), 50);
+}
+
+#[test]
+fn a_refresh_starts_when_half_of_the_lease_is_spent() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 8);
+    for _ in 0..3 {
+        match rule.spend(&mut held, &SIZING, 1_000_000, 1) {
+            Spend::Lease { refresh: None, .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    match rule.spend(&mut held, &SIZING, 1_000_000, 1) {
+        Spend::Lease {
+            refresh: Some(ask), ..
+        } => assert_eq!((ask.cost, ask.sized), (0, true)),
+        other => panic!("{other:?}"),
+    }
+    // One refresh at a time.
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_000_000, 1),
+        Spend::Lease { refresh: None, .. }
+    ));
+}
+
+#[test]
+fn an_install_keeps_the_spends_made_while_its_ask_was_in_flight() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 4);
+    held.asking = true;
+    let ask = sized(0, 4);
+    for _ in 0..4 {
+        assert!(admitted(rule.spend(&mut held, &SIZING, 1_000_000, 1)));
+    }
+    let contiguous = Grant::Bucket {
+        granted: 4,
+        start: 1_004_000,
+        now: 1_000_000,
+    };
+    rule.install(&mut held, &ask, &contiguous, 1_000_000, 1_000_000, &SIZING);
+    assert!(!held.asking);
+    assert_eq!(rule.units(&held, &SIZING, 1_000_000), 4);
+}
+
+#[test]
+fn the_last_range_goes_back_and_is_not_spent_after() {
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 10);
+    assert!(admitted(rule.spend(&mut held, &SIZING, 1_000_000, 3)));
+    let back = rule.give_back(&mut held, &SIZING, 1_000_000).unwrap();
+    assert_eq!(
+        back,
+        GiveBack {
+            end: 1_010_000,
+            units: 7
+        }
+    );
+    assert_eq!(rule.units(&held, &SIZING, 1_000_000), 0);
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_000_000, 1),
+        Spend::Ask(_)
+    ));
+    assert_eq!(rule.give_back(&mut held, &SIZING, 1_000_000), None);
+}
+
+#[test]
+fn a_window_lease_is_spent_within_its_window_only() {
+    let rule = LeaseRule::Window { limit: 10 };
+    let mut held = Held::default();
+    let grant = Grant::Window {
+        granted: 6,
+        count: 2,
+        end: 2_000_000,
+        now: 1_500_000,
+    };
+    let ask = sized(1, 6);
+    rule.install(&mut held, &ask, &grant, 1_500_000, 1_500_000, &SIZING);
+    assert_eq!(rule.answer(&grant, 1).map(|d| d.remaining()), Some(7));
+    for spent in 0..5 {
+        match rule.spend(&mut held, &SIZING, 1_600_000, 1) {
+            Spend::Lease { decision, .. } => assert_eq!(decision.remaining(), 6 - spent),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The window holds 8 of 10: a request of 3 is refused without a round trip.
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_600_000, 3),
+        Spend::Refused { .. }
+    ));
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_600_000, 2),
+        Spend::Ask(_)
+    ));
+    // Units left at the window's end pass.
+    let mut held = Held::default();
+    rule.install(&mut held, &ask, &grant, 1_500_000, 1_500_000, &SIZING);
+    assert_eq!(rule.units(&held, &SIZING, 1_999_999), 5);
+    assert_eq!(rule.units(&held, &SIZING, 2_000_000), 0);
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 2_000_000, 1),
+        Spend::Ask(_)
+    ));
+}
+
+#[test]
+fn a_local_reading_runs_ahead_of_the_anchor_on_the_server_clock() {
+    let server = Sizing {
+        margin: true,
+        ..SIZING
+    };
+    let mut held = Held::default();
+    held.anchor(10_000, 7_000_000);
+    assert_eq!(held.line(10_000, &server), 7_000_000);
+    assert_eq!(held.line(4_106_000, &server), 7_000_000 + 4_096_000 + 1_000);
+    // A reading before the anchor reads as the anchor.
+    assert_eq!(held.line(5_000, &server), 7_000_000);
+    // A reply sent earlier than the anchor's does not move it back.
+    held.anchor(9_000, 6_000_000);
+    assert_eq!(held.line(10_000, &server), 7_000_000);
+}
+
+#[test]
+fn the_table_stores_nothing_when_a_local_spend_needs_a_round_trip() {
+    let table = LeaseTable::new(bucket_rule(), SIZING, 4).unwrap();
+    let hash = table.hash(b"k");
+    assert_eq!(table.spend_locally(hash, 1_000_000, 1), None);
+    assert_eq!(table.held(hash), Some(Held::default()));
+    let ask = match table.spend(hash, 1_000_000, 1) {
+        Spend::Ask(ask) => ask,
+        other => panic!("{other:?}"),
+    };
+    assert!(table.held(hash).unwrap().asking);
+    let grant = Grant::Bucket {
+        granted: 1,
+        start: 1_000_000,
+        now: 1_000_000,
+    };
+    assert_eq!(
+        table.install(hash, "k", &ask, &grant, 1_000_000, 1_000_000),
+        Some(0)
+    );
+    assert!(!table.held(hash).unwrap().asking);
+    // A key the table does not hold takes no grant.
+    assert_eq!(
+        table.install(table.hash(b"other"), "other", &ask, &grant, 1_000_000, 1_000_000),
+        None
+    );
+}
