@@ -526,7 +526,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// seed puts far more of them in one shard, or in one run of 512 slots, than the load of 0.7
     /// does on average (about `e^-33` for a key at that load; `tests/capacity.rs` fills tables for
     /// 1 to 200,000 keys under many seeds, and every key finds room). Keys chosen by someone who
-    /// knew the seed could fill one home's 512 slots and be refused past them: `docs/design.md`,
+    /// knew the hash seed could fill one home's 512 slots and be refused past them: `docs/design.md`,
     /// "Capacity".
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -185,7 +185,7 @@ pub(crate) enum Checked {
 }
 
 /// Asks Redis once for each Redis route (the library's `verify`: one peek of the route's own
-/// script, which writes nothing; on a cluster each seed's `CLUSTER INFO` first), all routes at
+/// script, which writes nothing; on a cluster each seed node's `CLUSTER INFO` first), all routes at
 /// once.
 ///
 /// A configuration no retry mends (a wrong or missing password, a database past the server's,

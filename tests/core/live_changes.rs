@@ -258,7 +258,7 @@ proptest! {
     }
 }
 
-/// The example of the brief, both ways, in numbers: a client that spent 8 of 10 when the quota
+/// A client's spending across a change, both ways, in numbers: a client that spent 8 of 10 when the quota
 /// becomes 5 or 20. The bucket keeps the 0.8 s of debt: 4 of 5 spent (1 left), 16 of 20 spent
 /// (4 left); the windows and the log keep the 8 units: none left of 5, 12 left of 20.
 #[test]

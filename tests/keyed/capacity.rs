@@ -5,7 +5,7 @@
 //! afresh. A table of at most 512 slots (`capacity` up to 358) has room for that many keys
 //! whatever their hashes: every key's probe covers its whole (only) shard. A larger table
 //! places keys across shards and within 512 slots of their home, at a load of 0.7 when
-//! `capacity` keys are held: `capacity` keys still being limited find room unless the seed puts
+//! `capacity` keys are held: `capacity` keys still being limited find room unless the hash seed puts
 //! far more of them in one shard, or in one run of 512 slots, than the load gives it
 //! (`docs/design.md`, "Capacity"). The tests fill tables built for 1 to 200,000 keys with that
 //! many keys kept busy (each refused for an hour after its one admission), under many seeds,
