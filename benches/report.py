@@ -651,6 +651,90 @@ def tower(data):
     return Section("The tower layer under load", lines, targets=targets, noise=noise)
 
 
+# Live quotas, policy sets and metrics ------------------------------------------------------------
+
+# A row in a `Live` (its quota can change while it runs), divided by the plain row of the same
+# algorithm (benches/peers/src/changeable.rs).
+LIVE_OF = {
+    "tollgate_token_bucket_live": "tollgate_token_bucket",
+    "tollgate_fixed_window_live": "tollgate_fixed_window",
+    "tollgate_sliding_window_live": "tollgate_sliding_window",
+    "tollgate_sliding_log_live": "tollgate_sliding_log",
+}
+# A policy set of one, two or three policies, divided by one plain token bucket.
+DIRECT_SETS = ["tollgate_policy_set_1", "tollgate_policy_set_2", "tollgate_policy_set_3"]
+KEYED_CHANGEABLE = ["tollgate_live", "tollgate_policy_set_2", "tollgate_policy_set_3"]
+METRICS_HOT_KEY_BOUND = 1.05
+METRICS_DISTINCT_BOUND = 1.0
+
+
+def operations(loaded):
+    """Live quotas and policy sets (rows of the direct and keyed sections' runs) and metrics on
+    and off (the metrics section's run); `None` when none of their rows was measured."""
+    lines, targets = [], []
+    direct = (loaded.get("direct.json") or {}).get("groups", {}).get("direct/precise", {})
+    rows = []
+    for name, plain in list(LIVE_OF.items()) + [(name, "tollgate_token_bucket") for name in DIRECT_SETS]:
+        for path in ["allowed", "denied"]:
+            this = direct.get(f"{name}/{path}")
+            if this:
+                base = direct.get(f"{plain}/{path}")
+                rows.append([f"`{name}`", path, ns(value(this)), f"`{plain}`", ns(value(base)), times(value(this), value(base))])
+    if rows:
+        lines += [
+            "A quota that can change while it runs (`Live`: one snapshot read more per decision) and "
+            "policy sets decided all or nothing (a `denied` set refuses at its last policy and gives "
+            "the others' units back), one thread, precise clock, beside the plain limiter in the same "
+            "run (`benches/peers/src/changeable.rs`).",
+            "",
+        ]
+        lines += table(["limiter", "path", "ns", "beside", "its ns", "ratio"], rows, ["---", "---", "---:", "---", "---:", "---:"])
+    keyed = (loaded.get("keyed.json") or {}).get("groups", {}).get("keyed/precise/hot_key", {})
+    rows = []
+    base = keyed.get("tollgate/1_key")
+    for name in KEYED_CHANGEABLE:
+        this = keyed.get(f"{name}/1_key")
+        if this:
+            rows.append([f"`{name}`", ns(value(this)), ns(value(base)), times(value(this), value(base))])
+    if rows:
+        lines += ["", "Keyed, one hot key, one thread, beside `tollgate` (a plain token bucket per key):", ""]
+        lines += table(["limiter", "ns", "`tollgate` ns", "ratio"], rows, ["---", "---:", "---:", "---:"])
+    metrics = loaded.get("metrics.json")
+    if metrics:
+        groups = metrics["groups"]
+        off = (loaded.get("keyed.json") or {}).get("groups", {}).get("keyed/precise/hot_key", {}).get("tollgate/1_key")
+        hot = groups.get("keyed/precise/hot_key", {})
+        unnamed, named = hot.get("tollgate/1_key"), hot.get("tollgate_metered/1_key")
+        distinct = groups.get("contention/precise/keyed_distinct", {})
+        d_unnamed, d_named = distinct.get("tollgate/2"), distinct.get("tollgate_metered/2")
+        lines += [
+            "",
+            "Metrics (feature `metrics`): the keyed hot key on one thread and distinct keys on two "
+            "threads, tollgate built with the feature, unnamed (nothing counted) and named (every "
+            "decision counted on its thread's lane), and, for the hot key, built without the feature "
+            "(the keyed section's row). Thread rows are ns per decision of both threads together.",
+            "",
+        ]
+        lines += table(
+            ["scenario", "without the feature", "with it, unnamed", "named (counted)", "named ÷ unnamed"],
+            [
+                ["hot key, 1 thread", ns(value(off)), ns(value(unnamed)), ns(value(named)), times(value(named), value(unnamed))],
+                ["distinct keys, 2 threads", "", ns(value(d_unnamed)), ns(value(d_named)), times(value(d_named), value(d_unnamed))],
+            ],
+            ["---", "---:", "---:", "---:", "---:"],
+        )
+        if named and unnamed:
+            ratio = value(named) / value(unnamed)
+            targets.append(Target("metrics cost, keyed hot key, one thread (named ÷ unnamed)", "`tollgate_metered`", "precise", ratio, METRICS_HOT_KEY_BOUND, f"{ratio:.2f}x ≤ {METRICS_HOT_KEY_BOUND}x"))
+        if d_named and d_unnamed:
+            ratio = value(d_named) / value(d_unnamed)
+            noise = ratio_noise(d_named, d_unnamed)
+            targets.append(Target("metrics cost, distinct keys, two threads (no loss of throughput)", "`tollgate_metered`", "precise", ratio, METRICS_DISTINCT_BOUND + (noise or 0), f"{ratio:.2f}x ≤ 1x", noise))
+    if not lines:
+        return None
+    return Section("Live quotas, policy sets and metrics", lines, targets=targets)
+
+
 # The page --------------------------------------------------------------------------------------
 
 # (results file, section), in the page's order.
@@ -822,6 +906,13 @@ def main(args):
             print(f"left out: {section.__name__} ({path} does not read: {error!r})", file=sys.stderr)
             continue
         loaded[name] = data
+    # Read from the other sections' results, and the metrics section's own.
+    for name in ["metrics.json"]:
+        if (results / name).exists():
+            loaded[name] = json.loads((results / name).read_text())
+    extra = operations(loaded)
+    if extra:
+        sections.append(extra)
     if not sections:
         print(f"no results under {results}: nothing to write", file=sys.stderr)
         return 1
