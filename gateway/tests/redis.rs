@@ -184,8 +184,9 @@ fn two_gateways_on_leases_never_pass_the_quota_together() {
     let second = Gateway::start(&leased);
     assert!(
         first
-            .banner_line("each gateway spends units leased from Redis")
-            .is_some(),
+            .banner
+            .iter()
+            .any(|line| line.contains("each gateway spends units leased from Redis")),
         "{:?}",
         first.banner
     );

@@ -184,14 +184,23 @@ fn what_redis_refused_is_refused_without_a_round_trip() {
         }
         other => panic!("{other:?}"),
     }
-    // A slot later one unit is free: below this process's lease size (sized asks double
-    // within an interval), but the process waits only up to an eighth of the burst.
+    // A slot later one unit is free: a process that has spent nothing yet asks for it.
     assert!(matches!(
         rule.spend(&mut held, &SIZING, 1_001_000, 1),
+        Spend::Ask(_)
+    ));
+    // A process spending 20 units per interval wants 40 at a time, but waits only until an
+    // eighth of the burst (12) is free: refused while fewer are, asking once that many are.
+    let mut busy = held;
+    busy.asking = false;
+    busy.spent = 20;
+    busy.since = 1_000_000 - SIZING.interval;
+    assert!(matches!(
+        rule.spend(&mut busy, &SIZING, 1_001_000, 1),
         Spend::Refused { .. }
     ));
     assert!(matches!(
-        rule.spend(&mut held, &SIZING, 1_013_000, 1),
+        rule.spend(&mut busy, &SIZING, 1_013_000, 1),
         Spend::Ask(_)
     ));
     // A weightless request is admitted, on what Redis said.
