@@ -524,7 +524,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     /// `capacity` keys still being limited whatever they are. A larger one places keys by a hash
     /// with a seed drawn for each limiter, which clients cannot aim at: it holds them unless that
     /// seed puts far more of them in one shard, or in one run of 512 slots, than the load of 0.7
-    /// does on average (about `e^-33` for a key at that load; `tests/capacity.rs` fills tables for
+    /// does on average (about `e^-33` for a key at that load; `tests/keyed/capacity.rs` fills tables for
     /// 1 to 200,000 keys under many seeds, and every key finds room). Keys chosen by someone who
     /// knew the hash seed could fill one home's 512 slots and be refused past them: `docs/design.md`,
     /// "Capacity".

@@ -2,10 +2,10 @@
 //! [`PolicySet`] (per key `10/s` and `10000/day`, and a global `50000/s`), and passes only if
 //! every one admits it; when one refuses, the units the others took are given back, exactly.
 //!
-//! - [`member`]: what the set asks of a limiter ([`SetMember`]): a decision that counts, and
+//! - `member`: what the set asks of a limiter ([`SetMember`]): a decision that counts, and
 //!   its exact undo ([`Algorithm::undo`](crate::algorithm::Algorithm::undo));
-//! - [`decision`]: the set's answer ([`SetDecision`]);
-//! - [`error`]: a set that cannot be built ([`PolicySetError`]).
+//! - `decision`: the set's answer ([`SetDecision`]);
+//! - `error`: a set that cannot be built ([`PolicySetError`]).
 
 mod decision;
 mod error;

@@ -176,7 +176,7 @@ impl fmt::Display for RedisFailureCause {
 
 /// The cause of `error`, from its kind, its error code and, for the replies redis-rs does not
 /// name, its text (read against Redis 7.0.15's replies and redis-rs 1.2's errors, one by one in
-/// `tests/redis_causes.rs`).
+/// `tests/redis/causes.rs`).
 pub(crate) fn cause_of(error: &RedisError) -> RedisFailureCause {
     if error.is_timeout() {
         return RedisFailureCause::Timeout;

@@ -157,7 +157,7 @@ mod tests {
     }
 
     /// `OOM` is what a script's write gets with memory full under `noeviction`
-    /// (`tests/redis_memory.rs`): a failure of its own, for the operators' alerts.
+    /// (`tests/redis/memory.rs`): a failure of its own, for the operators' alerts.
     #[test]
     fn out_of_memory_is_its_own_failure() {
         let error = redis::make_extension_error(

@@ -82,7 +82,7 @@ impl Connection {
     /// redirected call separately on the node's multiplexed connection, so another call's command
     /// can come between them and take the `ASKING`; the importing node then answers `MOVED` back to
     /// the old owner, which answers `ASK` again (the importing node answered 36 `MOVED` during one
-    /// slot's migration in `tests/redis_cluster_reshard.rs`, and 8 retries let a bucket's call
+    /// slot's migration in `tests/redis/cluster_reshard.rs`, and 8 retries let a bucket's call
     /// reach the policy).
     /// Connections to a node time out after the deadline (at least 100 ms, at most
     /// [`CONNECT_TIMEOUT`]): the client connects to the nodes of a new topology while it holds
