@@ -29,8 +29,18 @@
 //!   limiters' `set_quota`: [`LogLimiter::set_quota`](crate::LogLimiter::set_quota)); a window
 //!   counter's limit within its state's width. A window counter's length is not
 //!   ([`QuotaChangeError`]: build a new limiter).
-//! - **What the states become**: each algorithm's rule is on its [`Retune`] implementation and
-//!   in `docs/algorithms.md`, "Changing a quota live".
+//! - **What the states become**: each algorithm's rule is on its [`Retune`] implementation;
+//!   in short, for a client that had spent 8 of `10/s` (`tests/core/live_changes.rs`,
+//!   `eight_of_ten_spent_then_five_or_twenty`):
+//!
+//!   | algorithm | kept | at `5/s` | at `20/s` |
+//!   |---|---|---|---|
+//!   | token bucket | the debt, in time (its TAT) | 4 of 5 spent, 1 left | 16 of 20 spent, 4 left |
+//!   | leaky bucket | when the queue is empty; granted slots keep their times, new ones queue at the new interval | as the token bucket | as the token bucket |
+//!   | fixed window, sliding window | the counts of the window in progress (and the previous one) | 8 counted: none left until the window ends | 8 counted: 12 left |
+//!   | sliding log | every admission, at its time | none left until they leave the window | 12 left |
+//!
+//!   A leased Redis limiter keeps the quota it was built with (`docs/distributed.md`, "Leases").
 //! - **Cost**: a plain `DirectLimiter<TokenBucket>` runs exactly the instructions it ran
 //!   before; a `Live` one adds one snapshot load per attempt (`docs/benchmarks.md`).
 

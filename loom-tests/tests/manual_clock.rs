@@ -1,5 +1,5 @@
 //! loom models of `ManualClock` (`src/clock/manual.rs`), whose clones share one `AtomicU64`:
-//! `advance` is a read-modify-write loop (`fetch_update`, `Relaxed`), `set` a store. The
+//! `advance` is a read-modify-write loop (`fetch_update`, `Release`), `set` a store. The
 //! shipped clock runs on loom's atomics here (`--cfg tollgate_loom`).
 //!
 //! Invariants, in every execution loom explores:

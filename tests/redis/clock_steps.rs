@@ -2,7 +2,7 @@
 //! `RedisLimiter` on a client's time admits, replayed on a clock that never goes back (the
 //! running maximum of the times its counted decisions were made at, refusals included), is
 //! admitted there too by the exact reference model (`tests/reference/`). The same property as
-//! `tests/clock_steps.rs`, against one real `redis-server`, with fewer cases.
+//! `tests/core/clock_steps.rs`, against one real `redis-server`, with fewer cases.
 //!
 //! Times and parameters are whole seconds (bucket intervals whole microseconds), so a key lives
 //! at least a second of real time after a write (its TTL is client time, counted on the
