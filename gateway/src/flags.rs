@@ -298,6 +298,7 @@ impl Flags {
                 ipv6_prefix: self.ipv6_prefix.unwrap_or(RouteSettings::DEFAULT_IPV6_PREFIX),
                 algorithm,
                 quota,
+                policies: Vec::new(),
                 max_delay: self.max_delay,
             };
             Some(Limits {
