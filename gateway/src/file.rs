@@ -503,6 +503,88 @@ mod tests {
     }
 
     #[test]
+    fn several_policies_read_and_each_mistake_says_the_form() {
+        let route = |fields: &str| format!("[[route]]\nname = \"r\"\n{fields}\n");
+        let read = settings(
+            &route(
+                "algorithm = \"fixed\"\npolicies = [{ name = \"burst\", quota = \"10/s\", algorithm = \"token\" }, \
+                 { name = \"daily\", quota = \"10000/day\" }]",
+            ),
+            &flags(&[]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let policies = read.limits.map(|limits| limits.routes[0].policies.clone());
+        let quota = |text: &str| forms::quota(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            policies,
+            Some(vec![
+                NamedPolicy {
+                    name: "burst".to_owned(),
+                    algorithm: AlgorithmChoice::Token,
+                    quota: quota("10/s"),
+                },
+                NamedPolicy {
+                    name: "daily".to_owned(),
+                    algorithm: AlgorithmChoice::Fixed,
+                    quota: quota("10000/day"),
+                },
+            ])
+        );
+        let form = "policies = [{ name = \"burst\", quota = \"10/s\" }, { name = \"daily\", quota = \"10000/day\" }]";
+        for (fields, says) in [
+            ("policies = []", "route `r`: policies: the list is empty; list at least one ("),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s\" }, { name = \"a\", quota = \"1/min\" }]",
+                "route `r`: policies: `a` is named twice; each policy needs its own name, e.g. ",
+            ),
+            (
+                "quota = \"1/s\"\npolicies = [{ name = \"a\", quota = \"1/s\" }]",
+                "route `r`: `quota` and `policies`: give one quota (quota = \"10/s\") or several named policies (",
+            ),
+            ("path = \"/x\"", "route `r`: no quota; give one (quota = \"10/s\") or several named policies ("),
+            (
+                "policies = [{ name = \"a b\", quota = \"1/s\" }]",
+                "route `r`: policies: name: `a b` is not a policy name; expected letters",
+            ),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s burst 2\", algorithm = \"fixed\" }]",
+                "route `r`: policies: `a`: quota `1/s burst 2`: the fixed window counter has no burst",
+            ),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s\", colour = \"red\" }]",
+                "unknown field `colour`",
+            ),
+            (
+                "algorithm = \"leaky\"\nmax_delay_ms = 10\npolicies = [{ name = \"a\", quota = \"1/s\" }]",
+                "route `r`: max_delay_ms: a route with several policies decides at once",
+            ),
+        ] {
+            let message = error(&route(fields));
+            assert!(message.contains(says), "{fields}: {message}");
+            if says.ends_with('(') || says.ends_with("e.g. ") {
+                assert!(message.contains(form), "{fields}: {message}");
+            }
+        }
+        let nine: Vec<String> = (0..9)
+            .map(|n| format!("{{ name = \"p{n}\", quota = \"1/s\" }}"))
+            .collect();
+        let message = error(&route(&format!("policies = [{}]", nine.join(", "))));
+        assert!(
+            message.contains("policies: 9 listed; a route holds at most 8"),
+            "{message}"
+        );
+        let redis = format!(
+            "[redis]\nurl = \"redis://127.0.0.1:6379/\"\n{}",
+            route("policies = [{ name = \"a\", quota = \"1/s\" }]")
+        );
+        let message = error(&redis);
+        assert!(
+            message.starts_with("route `r`: policies: several policies per route are decided all or nothing in this gateway's memory, not in Redis; give the route one quota (quota = \"10/s\")"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn each_mistake_names_its_field() {
         let route = |extra: &str| format!("[[route]]\nname = \"r\"\nquota = \"1/s\"\n{extra}\n");
         for (text, says) in [
