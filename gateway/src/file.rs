@@ -406,6 +406,24 @@ mod tests {
     }
 
     #[test]
+    fn the_sample_file_s_commented_route_of_several_policies_reads() {
+        let sample = include_str!("../gateway.toml");
+        let at = sample
+            .find("# [[route]]\n# name = \"reports\"")
+            .unwrap_or(sample.len());
+        let block: Vec<&str> = sample[at..]
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| line.trim_start_matches('#').trim_start())
+            .collect();
+        let read = settings(&block.join("\n"), &flags(&[])).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = read.limits.map_or(vec![], |limits| {
+            limits.routes[0].policies.iter().map(|p| p.name.clone()).collect()
+        });
+        assert_eq!(names, ["burst", "daily"]);
+    }
+
+    #[test]
     fn flags_win_over_the_file() {
         let text =
             "listen = \"127.0.0.1:1\"\n[table]\ncapacity = 5\n[[route]]\nname = \"a\"\nquota = \"1/s\"\n";

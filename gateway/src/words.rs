@@ -92,7 +92,7 @@ pub(crate) fn store_words(store: &Store) -> String {
                 WhenFullChoice::Refuse => "a new key is refused (503)",
                 WhenFullChoice::Admit => "a new key is admitted, uncounted",
             };
-            format!("keys: in memory, up to {capacity} per route; when full, {full}")
+            format!("keys: in memory, room for at least {capacity} keys still being limited per route; when full, {full}")
         }
         Store::Redis {
             target,
