@@ -237,8 +237,8 @@ impl<K: Hash> TableLimiter for KeyedLogLimiter<K, PreciseClock, Live<SlidingLog>
     }
 }
 
-/// The name of `route`'s limiter in the library's series (`tollgate::metrics`): the route's;
-/// a policy's of several is `ROUTE/POLICY`.
+/// The name of `route`'s limiter in the library's series (`tollgate::metrics`): the route's.
+/// (Each policy of a route of several is named `ROUTE/POLICY`: [`Build::member`].)
 pub(crate) fn limiter_name(route: &RouteSettings) -> Result<LimiterName, String> {
     LimiterName::new(&route.name).map_err(|e| format!("name: {e}"))
 }
@@ -268,6 +268,25 @@ fn logged<K: Hash>(
     let limiter = KeyedLogLimiter::new(Live::new(log), capacity)
         .map_err(|e: CapacityError| format!("capacity {capacity}: {e}"))?;
     Ok(limiter.when_full(table.when_full))
+}
+
+/// A policy's limiter as a member of its route's set, what the next reload needs of it, and
+/// what became of it.
+type Member<K> = (Arc<dyn SetMember<K>>, HeldPart, Kept);
+
+/// What became of a limiter, without the limiter.
+struct Kept {
+    continuity: Continuity,
+    retune: Option<Quota>,
+}
+
+impl Kept {
+    fn of<L>(made: &Made<L>) -> Kept {
+        Kept {
+            continuity: made.continuity.clone(),
+            retune: made.retune,
+        }
+    }
 }
 
 impl Build<'_> {
@@ -319,13 +338,13 @@ impl Build<'_> {
         let mut set: Option<PolicySet<X::Key>> = None;
         let (mut parts, mut continuity, mut changes) = (Vec::new(), Vec::new(), Vec::new());
         for policy in &self.route.policies {
-            let (member, part, made) = self.member::<X::Key>(policy, table)?;
+            let (member, part, kept) = self.member::<X::Key>(policy, table)?;
             let bad_set = |e: tollgate::policy_set::PolicySetError| format!("policies: {e}");
             set = Some(match set {
                 None => PolicySet::new(&policy.name, member).map_err(bad_set)?,
                 Some(set) => set.and(&policy.name, member).map_err(bad_set)?,
             });
-            let (change, said) = self.outcome(&part, &made);
+            let (change, said) = self.outcome(&part, kept);
             changes.extend(change);
             continuity.extend(said);
             parts.push(part);
@@ -367,10 +386,11 @@ impl Build<'_> {
             take: Arc::new(move |quota| changed.take(algorithm, quota)),
             keys: None,
         };
-        let (changes, continuity) = self.outcome(&part, &made);
+        let redis = Some(Arc::clone(&made.limiter));
+        let (changes, continuity) = self.outcome(&part, Kept::of(&made));
         let held = HeldLimiter {
             parts: vec![part],
-            redis: Some(Arc::clone(&made.limiter)),
+            redis,
         };
         self.finish(extractor, made.limiter, held, continuity, changes)
     }
@@ -389,7 +409,7 @@ impl Build<'_> {
         L: RateLimiter<X::Key> + TableLimiter + Send + Sync + 'static,
     {
         let (part, made) = self.table_part(None, spec, name, make)?;
-        let (changes, continuity) = self.outcome(&part, &made);
+        let (changes, continuity) = self.outcome(&part, Kept::of(&made));
         let held = HeldLimiter {
             parts: vec![part],
             redis: None,
@@ -398,12 +418,7 @@ impl Build<'_> {
     }
 
     /// One named policy's limiter in memory, kept or new, as a member of the route's set.
-    #[allow(clippy::type_complexity)]
-    fn member<K>(
-        &self,
-        policy: &NamedPolicy,
-        table: Table,
-    ) -> Result<(Arc<dyn SetMember<K>>, HeldPart, Made<()>), String>
+    fn member<K>(&self, policy: &NamedPolicy, table: Table) -> Result<Member<K>, String>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
@@ -413,16 +428,9 @@ impl Build<'_> {
         let name = LimiterName::new(&format!("{}/{}", self.route.name, policy.name))
             .map_err(|e| format!("policies: `{}`: {e}", policy.name))?;
         let at = Some(policy.name.as_str());
-        fn erased<K: ?Sized, L: SetMember<K> + 'static>(
-            (part, made): (HeldPart, Made<L>),
-        ) -> (Arc<dyn SetMember<K>>, HeldPart, Made<()>) {
-            let member: Arc<dyn SetMember<K>> = made.limiter;
-            let made = Made {
-                limiter: Arc::new(()),
-                continuity: made.continuity,
-                retune: made.retune,
-            };
-            (member, part, made)
+        fn erased<K: ?Sized, L: SetMember<K> + 'static>((part, made): (HeldPart, Made<L>)) -> Member<K> {
+            let kept = Kept::of(&made);
+            (made.limiter, part, kept)
         }
         Ok(match policy.algorithm {
             AlgorithmChoice::Token => {
@@ -519,13 +527,8 @@ impl Build<'_> {
     }
 
     /// The quota change a kept part takes, and what became of it.
-    #[allow(clippy::type_complexity)]
-    fn outcome<L>(
-        &self,
-        part: &HeldPart,
-        made: &Made<L>,
-    ) -> (Vec<QuotaChange>, Vec<(Option<String>, Continuity)>) {
-        let change = made.retune.map(|quota| QuotaChange {
+    fn outcome(&self, part: &HeldPart, kept: Kept) -> (Vec<QuotaChange>, Vec<(Option<String>, Continuity)>) {
+        let change = kept.retune.map(|quota| QuotaChange {
             route: self.route.name.clone(),
             policy: part.name.clone(),
             quota,
@@ -533,7 +536,7 @@ impl Build<'_> {
         });
         (
             change.into_iter().collect(),
-            vec![(part.name.clone(), made.continuity.clone())],
+            vec![(part.name.clone(), kept.continuity)],
         )
     }
 

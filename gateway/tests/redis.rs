@@ -185,8 +185,8 @@ fn two_gateways_on_leases_never_pass_the_quota_together() {
     let second = Gateway::start(&leased);
     assert!(
         first
-            .banner_line("each gateway spends units leased from Redis")
-            .is_some(),
+            .banner_line("keys: in Redis at ")
+            .is_some_and(|line| line.ends_with("; each gateway spends units leased from Redis")),
         "{:?}",
         first.banner
     );
