@@ -10,119 +10,21 @@ use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use tollgate::algorithm::Algorithm;
-use tollgate::live::Retune;
 use tollgate::metrics::LimiterName;
 use tollgate::middleware::{HeaderKey, Ipv6Prefix, KeyExtractor, PeerIp, RateLimitLayer, RateLimiter};
 use tollgate::policy_set::SetMember;
 use tollgate::{
-    CapacityError, FixedWindow, KeyedLimiter, KeyedLogLimiter, LeakyBucket, Live, PolicySet, PreciseClock,
-    Quota, QuotaError, SlidingLog, SlidingWindow, TokenBucket, WhenFull,
+    FixedWindow, LeakyBucket, PolicySet, QuotaError, SlidingLog, SlidingWindow, TokenBucket, WhenFull,
 };
 use tower::Layer;
 
 use crate::forms::{AlgorithmChoice, KeyChoice};
+use crate::held::{Continuity, HeldLimiter, HeldPart, Kept, Made, QuotaChange};
 use crate::redis::WatchedRedis;
 use crate::routing::RouteService;
-use crate::settings::{FieldSettings, LimiterChange, LimiterSpec, NamedPolicy, RouteSettings, Store};
+use crate::settings::{FieldSettings, LimiterSpec, NamedPolicy, RouteSettings, Store};
+use crate::tables::{keyed, logged, Table, TableLimiter};
 use crate::upstream::Upstream;
-
-/// Checks whether a limiter takes a quota live (`Err`: why it needs a new limiter), or changes
-/// it.
-type Retuner = Arc<dyn Fn(Quota) -> Result<(), String> + Send + Sync>;
-
-/// One limiter of a route (its one quota, or one of its named policies), as the routing table
-/// holds it between reloads.
-#[derive(Clone)]
-struct HeldPart {
-    /// The policy's name; `None` for a route's one quota.
-    name: Option<String>,
-    spec: LimiterSpec,
-    /// The limiter itself (its type depends on the key and the algorithm); a new table built
-    /// with the same key, algorithm and store takes it back by downcasting.
-    limiter: Arc<dyn Any + Send + Sync>,
-    /// Whether it takes a quota live.
-    can_take: Retuner,
-    /// Changes its quota live.
-    take: Retuner,
-    /// The keys an in-memory limiter holds.
-    keys: Option<Arc<dyn Fn() -> usize + Send + Sync>>,
-}
-
-/// A route's limiters, as the routing table holds them between reloads.
-#[derive(Clone)]
-pub(crate) struct HeldLimiter {
-    parts: Vec<HeldPart>,
-    /// A Redis route's limiter, for the start-up check and the per-second report.
-    pub(crate) redis: Option<Arc<WatchedRedis>>,
-}
-
-impl HeldLimiter {
-    /// Whether the limiters keep their keys in memory, and can count them.
-    pub(crate) fn counts_keys(&self) -> bool {
-        self.parts.iter().all(|part| part.keys.is_some())
-    }
-
-    /// The keys the fullest of its in-memory tables holds now.
-    pub(crate) fn keys(&self) -> Option<usize> {
-        self.parts
-            .iter()
-            .map(|part| part.keys.as_ref().map(|keys| keys()))
-            .try_fold(0, |most, keys| keys.map(|keys| most.max(keys)))
-    }
-
-    /// The part named `name` (`None`: the route's one quota).
-    fn part(&self, name: Option<&str>) -> Option<&HeldPart> {
-        self.parts.iter().find(|part| part.name.as_deref() == name)
-    }
-}
-
-impl std::fmt::Debug for HeldLimiter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let specs: Vec<(&Option<String>, &LimiterSpec)> =
-            self.parts.iter().map(|part| (&part.name, &part.spec)).collect();
-        f.debug_struct("HeldLimiter")
-            .field("parts", &specs)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What became of a limiter (a route's, or one policy's) on a reload.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Continuity {
-    /// No limiter of that name before: new.
-    New,
-    /// The same limiter, the same quota.
-    Kept,
-    /// The same limiter (every key's state kept), its quota changed live.
-    Retuned,
-    /// A new limiter, its keys afresh, for this reason.
-    Rebuilt(String),
-}
-
-impl Continuity {
-    /// Whether the limiter is new (its keys start afresh).
-    pub(crate) fn is_fresh(&self) -> bool {
-        matches!(self, Continuity::New | Continuity::Rebuilt(_))
-    }
-}
-
-/// A quota change a kept limiter takes once the whole new table is built, so that a reload that
-/// fails changes nothing in the running table.
-pub(crate) struct QuotaChange {
-    /// The route's name, and the policy's (`None`: the route's one quota).
-    pub(crate) route: String,
-    pub(crate) policy: Option<String>,
-    pub(crate) quota: Quota,
-    take: Retuner,
-}
-
-impl QuotaChange {
-    /// Changes the limiter's quota (`Err`: why it kept its quota).
-    pub(crate) fn apply(&self) -> Result<(), String> {
-        (self.take)(self.quota)
-    }
-}
 
 /// A route's service, and the limiters it decides with.
 pub(crate) struct BuiltRoute {
@@ -177,117 +79,15 @@ struct Build<'a> {
     previous: Option<&'a HeldLimiter>,
 }
 
-/// An in-memory limiter whose quota changes live: the keys it holds, its name in the library's
-/// series, and the quota change.
-trait TableLimiter: Sized {
-    fn held_keys(&self) -> usize;
-    fn with_name(self, name: LimiterName) -> Self;
-    /// `Ok` when the limiter takes `quota` live; why not otherwise.
-    fn can_take(&self, quota: Quota) -> Result<(), String>;
-    fn take(&self, quota: Quota) -> Result<(), String>;
-}
-
-impl<K: Hash, A: Algorithm + Retune> TableLimiter for KeyedLimiter<K, Live<A>> {
-    fn held_keys(&self) -> usize {
-        self.len()
-    }
-
-    fn with_name(self, name: LimiterName) -> Self {
-        self.named(name)
-    }
-
-    fn can_take(&self, quota: Quota) -> Result<(), String> {
-        self.algorithm()
-            .current()
-            .retune(quota)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    fn take(&self, quota: Quota) -> Result<(), String> {
-        self.algorithm().set_quota(quota).map_err(|e| e.to_string())
-    }
-}
-
-impl<K: Hash> TableLimiter for KeyedLogLimiter<K, PreciseClock, Live<SlidingLog>> {
-    fn held_keys(&self) -> usize {
-        self.len()
-    }
-
-    fn with_name(self, name: LimiterName) -> Self {
-        self.named(name)
-    }
-
-    /// The log's rule (`KeyedLogLimiter::set_quota`): any limit, the same window or a shorter
-    /// one.
-    fn can_take(&self, quota: Quota) -> Result<(), String> {
-        let next = SlidingLog::new(quota).map_err(|e| e.to_string())?;
-        let running = self.algorithm().current().window();
-        if next.window() > running {
-            return Err(format!(
-                "the sliding log's window lengthened from {running:?} to {:?}",
-                next.window()
-            ));
-        }
-        Ok(())
-    }
-
-    fn take(&self, quota: Quota) -> Result<(), String> {
-        self.set_quota(quota).map_err(|e| e.to_string())
-    }
-}
-
 /// The name of `route`'s limiter in the library's series (`tollgate::metrics`): the route's.
 /// (Each policy of a route of several is named `ROUTE/POLICY`: [`Build::member`].)
 pub(crate) fn limiter_name(route: &RouteSettings) -> Result<LimiterName, String> {
     LimiterName::new(&route.name).map_err(|e| format!("name: {e}"))
 }
 
-/// What keeping or making one limiter came to.
-struct Made<L> {
-    limiter: Arc<L>,
-    continuity: Continuity,
-    /// The quota to change it to, when kept with a new one.
-    retune: Option<Quota>,
-}
-
-/// A keyed table of `algorithm`, its quota changeable live.
-fn keyed<K: Hash, A: Algorithm>(algorithm: A, table: Table) -> Result<KeyedLimiter<K, Live<A>>, String> {
-    let capacity = table.capacity;
-    let limiter = KeyedLimiter::new(Live::new(algorithm), capacity)
-        .map_err(|e: CapacityError| format!("capacity {capacity}: {e}"))?;
-    Ok(limiter.when_full(table.when_full))
-}
-
-/// A keyed table of sliding logs, their quota changeable live.
-fn logged<K: Hash>(
-    log: SlidingLog,
-    table: Table,
-) -> Result<KeyedLogLimiter<K, PreciseClock, Live<SlidingLog>>, String> {
-    let capacity = table.capacity;
-    let limiter = KeyedLogLimiter::new(Live::new(log), capacity)
-        .map_err(|e: CapacityError| format!("capacity {capacity}: {e}"))?;
-    Ok(limiter.when_full(table.when_full))
-}
-
 /// A policy's limiter as a member of its route's set, what the next reload needs of it, and
 /// what became of it.
 type Member<K> = (Arc<dyn SetMember<K>>, HeldPart, Kept);
-
-/// What became of a limiter, without the limiter.
-struct Kept {
-    continuity: Continuity,
-    retune: Option<Quota>,
-}
-
-impl Kept {
-    fn of<L>(made: &Made<L>) -> Kept {
-        Kept {
-            continuity: made.continuity.clone(),
-            retune: made.retune,
-        }
-    }
-}
 
 impl Build<'_> {
     /// The route's limiter (or policy set) over the extractor's key type, and its service.
@@ -368,7 +168,7 @@ impl Build<'_> {
         X::Key: Hash + Eq + Clone + Display + Send + Sync + 'static,
     {
         let spec = self.route.limiter_spec(self.store);
-        let made = match self.kept::<WatchedRedis>(None, &spec) {
+        let made = match HeldLimiter::keep::<WatchedRedis>(self.previous, None, &spec) {
             Ok(made) => made,
             Err(continuity) => Made {
                 limiter: Arc::new(WatchedRedis::connect(target, when_away, lease, self.route).await?),
@@ -468,7 +268,7 @@ impl Build<'_> {
     where
         L: TableLimiter + Send + Sync + 'static,
     {
-        let made = match self.kept::<L>(name, &spec) {
+        let made = match HeldLimiter::keep::<L>(self.previous, name, &spec) {
             Ok(made) => made,
             Err(continuity) => Made {
                 limiter: Arc::new(make()?.with_name(metric)),
@@ -490,40 +290,6 @@ impl Build<'_> {
             keys: Some(Arc::new(move || counted.held_keys())),
         };
         Ok((part, made))
-    }
-
-    /// The running limiter of the part named `name` (`None`: the route's one quota), when its
-    /// key, algorithm and store are unchanged and it takes the new quota live; otherwise what
-    /// the new one is (new, or rebuilt and why).
-    fn kept<L: Send + Sync + 'static>(
-        &self,
-        name: Option<&str>,
-        spec: &LimiterSpec,
-    ) -> Result<Made<L>, Continuity> {
-        let Some(held) = self.previous.and_then(|previous| previous.part(name)) else {
-            return Err(Continuity::New);
-        };
-        let limiter = || {
-            Arc::clone(&held.limiter)
-                .downcast::<L>()
-                .map_err(|_| Continuity::Rebuilt("another kind of limiter".to_owned()))
-        };
-        match held.spec.change_to(spec) {
-            LimiterChange::Same => Ok(Made {
-                limiter: limiter()?,
-                continuity: Continuity::Kept,
-                retune: None,
-            }),
-            LimiterChange::Quota => match (held.can_take)(spec.quota) {
-                Ok(()) => Ok(Made {
-                    limiter: limiter()?,
-                    continuity: Continuity::Retuned,
-                    retune: Some(spec.quota),
-                }),
-                Err(why) => Err(Continuity::Rebuilt(why)),
-            },
-            LimiterChange::Other(why) => Err(Continuity::Rebuilt(why)),
-        }
     }
 
     /// The quota change a kept part takes, and what became of it.
@@ -569,11 +335,4 @@ impl Build<'_> {
             changes,
         })
     }
-}
-
-/// Where a route's in-memory limiters keep their keys.
-#[derive(Clone, Copy)]
-struct Table {
-    capacity: usize,
-    when_full: WhenFull,
 }

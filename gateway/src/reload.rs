@@ -12,7 +12,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::file;
 use crate::flags::Flags;
-use crate::limiter::Continuity;
+use crate::held::Continuity;
 use crate::metrics;
 use crate::redis::{self, Checked};
 use crate::routing::Table;

@@ -23,7 +23,8 @@ use tollgate::middleware::{LimitedBody, PeerAddr, RouteFilter};
 use tower::Service;
 
 use crate::counters::{Counters, Outcome};
-use crate::limiter::{self, Continuity, HeldLimiter, QuotaChange};
+use crate::held::{Continuity, HeldLimiter, QuotaChange};
+use crate::limiter;
 use crate::metrics::RouteSeries;
 use crate::settings::{RouteSettings, Settings};
 use crate::upstream::{Upstream, UpstreamBody};
