@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::flags::{default_listen, Flags};
 use crate::forms::{self, AlgorithmChoice, KeyChoice, RedisAwayChoice, WhenFullChoice};
-use crate::settings::{FieldSettings, Limits, RedisTarget, RouteSettings, Settings, Store};
+use crate::settings::{FieldSettings, Limits, NamedPolicy, RedisTarget, RouteSettings, Settings, Store};
 use crate::trust::trusts_everyone;
 
 /// The whole file. Unknown fields are errors: a misspelt option would otherwise be ignored.
@@ -65,9 +65,24 @@ struct RouteSection {
     key: Option<String>,
     ipv6_prefix: Option<i64>,
     algorithm: Option<AlgorithmChoice>,
-    quota: String,
+    quota: Option<String>,
+    policies: Option<Vec<PolicySection>>,
     max_delay_ms: Option<i64>,
 }
+
+/// One of a route's `policies`: `{ name = "burst", quota = "10/s" }`, its algorithm the route's
+/// unless it names its own.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicySection {
+    name: String,
+    quota: String,
+    algorithm: Option<AlgorithmChoice>,
+}
+
+/// The form of `policies`, for the errors about it.
+const POLICIES_FORM: &str =
+    "policies = [{ name = \"burst\", quota = \"10/s\" }, { name = \"daily\", quota = \"10000/day\" }]";
 
 /// Reads the file at `path` under `flags`: the settings, or what to fix, naming the file and
 /// the field.
@@ -137,6 +152,14 @@ pub(crate) fn settings(text: &str, flags: &Flags) -> Result<Settings, String> {
         if !names.insert(route.name.clone()) {
             return Err(format!(
                 "route `{}` is named twice; each route needs its own name",
+                route.name
+            ));
+        }
+        if let (Store::Redis { .. }, false) = (&store, route.policies.is_empty()) {
+            return Err(format!(
+                "route `{}`: policies: several policies per route are decided all or nothing in this \
+                 gateway's memory, not in Redis; give the route one quota (quota = \"10/s\"), or count in \
+                 [table] instead of [redis]",
                 route.name
             ));
         }
@@ -258,10 +281,37 @@ fn route(section: &RouteSection, trust_any: bool) -> Result<RouteSettings, Strin
         None => RouteSettings::DEFAULT_IPV6_PREFIX,
     };
     let algorithm = section.algorithm.unwrap_or(AlgorithmChoice::Token);
-    let quota = forms::quota(&section.quota).map_err(|e| format!("quota: {e}"))?;
-    algorithm
-        .accepts(quota)
-        .map_err(|e| format!("quota `{quota}`: {e}"))?;
+    let (quota, policies) = match (&section.quota, &section.policies) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "`quota` and `policies`: give one quota (quota = \"10/s\") or several named policies \
+                 ({POLICIES_FORM}), not both"
+            ))
+        }
+        (None, None) => {
+            return Err(format!(
+                "no quota; give one (quota = \"10/s\") or several named policies ({POLICIES_FORM})"
+            ))
+        }
+        (Some(text), None) => {
+            let quota = forms::quota(text).map_err(|e| format!("quota: {e}"))?;
+            algorithm
+                .accepts(quota)
+                .map_err(|e| format!("quota `{quota}`: {e}"))?;
+            (quota, Vec::new())
+        }
+        (None, Some(sections)) => {
+            let policies = named_policies(sections, algorithm)?;
+            (policies[0].quota, policies)
+        }
+    };
+    if let (Some(_), false) = (section.max_delay_ms, policies.is_empty()) {
+        return Err(
+            "max_delay_ms: a route with several policies decides at once, and makes no request wait; \
+             remove max_delay_ms, or give the route one quota"
+                .to_owned(),
+        );
+    }
     let max_delay = match section.max_delay_ms {
         Some(_) if algorithm != AlgorithmChoice::Leaky => {
             return Err(format!(
@@ -279,8 +329,50 @@ fn route(section: &RouteSection, trust_any: bool) -> Result<RouteSettings, Strin
         ipv6_prefix,
         algorithm,
         quota,
+        policies,
         max_delay,
     })
+}
+
+/// A route's `policies`, checked: at least one, at most the library's
+/// [`MAX_POLICIES`](tollgate::policy_set::MAX_POLICIES), each name once, each quota one its
+/// algorithm (its own, or the route's `algorithm`) accepts.
+fn named_policies(
+    sections: &[PolicySection],
+    algorithm: AlgorithmChoice,
+) -> Result<Vec<NamedPolicy>, String> {
+    if sections.is_empty() {
+        return Err(format!(
+            "policies: the list is empty; list at least one ({POLICIES_FORM}), or give one quota (quota = \"10/s\")"
+        ));
+    }
+    let max = tollgate::policy_set::MAX_POLICIES;
+    if sections.len() > max {
+        return Err(format!(
+            "policies: {} listed; a route holds at most {max}",
+            sections.len()
+        ));
+    }
+    let mut policies: Vec<NamedPolicy> = Vec::with_capacity(sections.len());
+    for section in sections {
+        let name = forms::policy_name(&section.name).map_err(|e| format!("policies: name: {e}"))?;
+        if policies.iter().any(|policy| policy.name == name) {
+            return Err(format!(
+                "policies: `{name}` is named twice; each policy needs its own name, e.g. {POLICIES_FORM}"
+            ));
+        }
+        let algorithm = section.algorithm.unwrap_or(algorithm);
+        let quota = forms::quota(&section.quota).map_err(|e| format!("policies: `{name}`: quota: {e}"))?;
+        algorithm
+            .accepts(quota)
+            .map_err(|e| format!("policies: `{name}`: quota `{quota}`: {e}"))?;
+        policies.push(NamedPolicy {
+            name,
+            algorithm,
+            quota,
+        });
+    }
+    Ok(policies)
 }
 
 #[cfg(test)]
@@ -311,6 +403,24 @@ mod tests {
                 when_full: WhenFullChoice::Refuse
             })
         );
+    }
+
+    #[test]
+    fn the_sample_file_s_commented_route_of_several_policies_reads() {
+        let sample = include_str!("../gateway.toml");
+        let at = sample
+            .find("# [[route]]\n# name = \"reports\"")
+            .unwrap_or(sample.len());
+        let block: Vec<&str> = sample[at..]
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| line.trim_start_matches('#').trim_start())
+            .collect();
+        let read = settings(&block.join("\n"), &flags(&[])).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = read.limits.map_or(vec![], |limits| {
+            limits.routes[0].policies.iter().map(|p| p.name.clone()).collect()
+        });
+        assert_eq!(names, ["burst", "daily"]);
     }
 
     #[test]
@@ -408,6 +518,88 @@ mod tests {
             .err()
             .unwrap_or_default()
             .starts_with("[table]: with --redis-cluster the keys live in Redis"),);
+    }
+
+    #[test]
+    fn several_policies_read_and_each_mistake_says_the_form() {
+        let route = |fields: &str| format!("[[route]]\nname = \"r\"\n{fields}\n");
+        let read = settings(
+            &route(
+                "algorithm = \"fixed\"\npolicies = [{ name = \"burst\", quota = \"10/s\", algorithm = \"token\" }, \
+                 { name = \"daily\", quota = \"10000/day\" }]",
+            ),
+            &flags(&[]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let policies = read.limits.map(|limits| limits.routes[0].policies.clone());
+        let quota = |text: &str| forms::quota(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            policies,
+            Some(vec![
+                NamedPolicy {
+                    name: "burst".to_owned(),
+                    algorithm: AlgorithmChoice::Token,
+                    quota: quota("10/s"),
+                },
+                NamedPolicy {
+                    name: "daily".to_owned(),
+                    algorithm: AlgorithmChoice::Fixed,
+                    quota: quota("10000/day"),
+                },
+            ])
+        );
+        let form = "policies = [{ name = \"burst\", quota = \"10/s\" }, { name = \"daily\", quota = \"10000/day\" }]";
+        for (fields, says) in [
+            ("policies = []", "route `r`: policies: the list is empty; list at least one ("),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s\" }, { name = \"a\", quota = \"1/min\" }]",
+                "route `r`: policies: `a` is named twice; each policy needs its own name, e.g. ",
+            ),
+            (
+                "quota = \"1/s\"\npolicies = [{ name = \"a\", quota = \"1/s\" }]",
+                "route `r`: `quota` and `policies`: give one quota (quota = \"10/s\") or several named policies (",
+            ),
+            ("path = \"/x\"", "route `r`: no quota; give one (quota = \"10/s\") or several named policies ("),
+            (
+                "policies = [{ name = \"a b\", quota = \"1/s\" }]",
+                "route `r`: policies: name: `a b` is not a policy name; expected letters",
+            ),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s burst 2\", algorithm = \"fixed\" }]",
+                "route `r`: policies: `a`: quota `1/s burst 2`: the fixed window counter has no burst",
+            ),
+            (
+                "policies = [{ name = \"a\", quota = \"1/s\", colour = \"red\" }]",
+                "unknown field `colour`",
+            ),
+            (
+                "algorithm = \"leaky\"\nmax_delay_ms = 10\npolicies = [{ name = \"a\", quota = \"1/s\" }]",
+                "route `r`: max_delay_ms: a route with several policies decides at once",
+            ),
+        ] {
+            let message = error(&route(fields));
+            assert!(message.contains(says), "{fields}: {message}");
+            if says.ends_with('(') || says.ends_with("e.g. ") {
+                assert!(message.contains(form), "{fields}: {message}");
+            }
+        }
+        let nine: Vec<String> = (0..9)
+            .map(|n| format!("{{ name = \"p{n}\", quota = \"1/s\" }}"))
+            .collect();
+        let message = error(&route(&format!("policies = [{}]", nine.join(", "))));
+        assert!(
+            message.contains("policies: 9 listed; a route holds at most 8"),
+            "{message}"
+        );
+        let redis = format!(
+            "[redis]\nurl = \"redis://127.0.0.1:6379/\"\n{}",
+            route("policies = [{ name = \"a\", quota = \"1/s\" }]")
+        );
+        let message = error(&redis);
+        assert!(
+            message.starts_with("route `r`: policies: several policies per route are decided all or nothing in this gateway's memory, not in Redis; give the route one quota (quota = \"10/s\")"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -70,7 +70,8 @@ pub(crate) struct Flags {
     #[arg(long, value_name = "BITS", value_parser = forms::ipv6_prefix)]
     pub(crate) ipv6_prefix: Option<u8>,
 
-    /// Keys each route tracks at once (not with Redis) [default: 100000]
+    /// Each route's key table (not with Redis): room for at least N keys still being limited;
+    /// idle keys beyond it are kept until their slots are needed [default: 100000]
     #[arg(long, value_name = "N", value_parser = forms::capacity)]
     pub(crate) capacity: Option<usize>,
 
@@ -297,6 +298,7 @@ impl Flags {
                 ipv6_prefix: self.ipv6_prefix.unwrap_or(RouteSettings::DEFAULT_IPV6_PREFIX),
                 algorithm,
                 quota,
+                policies: Vec::new(),
                 max_delay: self.max_delay,
             };
             Some(Limits {

@@ -287,6 +287,14 @@ pub(crate) fn route_name(text: &str) -> Result<String, String> {
     }
 }
 
+/// A policy's name within a route of several: written in the `RateLimit` fields, so kept to
+/// letters, digits, `-`, `_` and `.` as a route's name is.
+pub(crate) fn policy_name(text: &str) -> Result<String, String> {
+    route_name(text).map_err(|_| {
+        format!("`{text}` is not a policy name; expected letters, digits, `-`, `_` or `.`, e.g. burst")
+    })
+}
+
 /// A route's path prefix: it starts with `/`.
 pub(crate) fn path_prefix(text: &str) -> Result<String, String> {
     if text.starts_with('/') {

@@ -14,7 +14,7 @@ use tollgate::distributed::{
     RedisLimiter,
 };
 use tollgate::middleware::{LimiterError, Origin, Policy, RateLimiter};
-use tollgate::{Decision, FixedWindow, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
+use tollgate::{Decision, FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 
 use crate::forms::{AlgorithmChoice, RedisAwayChoice};
 use crate::routing::Table;
@@ -57,15 +57,7 @@ impl WatchedRedis {
         lease: bool,
         route: &RouteSettings,
     ) -> Result<WatchedRedis, String> {
-        let quota = route.quota;
-        let bad_quota = |e: tollgate::QuotaError| format!("quota `{quota}`: {e}");
-        let algorithm: RedisAlgorithm = match route.algorithm {
-            AlgorithmChoice::Token => TokenBucket::new(quota).map_err(bad_quota)?.into(),
-            AlgorithmChoice::Leaky => LeakyBucket::new(quota).map_err(bad_quota)?.into(),
-            AlgorithmChoice::Fixed => FixedWindow::new(quota).map_err(bad_quota)?.into(),
-            AlgorithmChoice::Sliding => SlidingWindow::new(quota).map_err(bad_quota)?.into(),
-            AlgorithmChoice::Log => SlidingLog::new(quota).map_err(bad_quota)?.into(),
-        };
+        let algorithm = redis_algorithm(route.algorithm, route.quota)?;
         let policy = match when_away {
             RedisAwayChoice::Refuse => FailurePolicy::FailClosed {
                 retry_after: AWAY_RETRY_AFTER,
@@ -97,6 +89,25 @@ impl WatchedRedis {
             limiter,
             without_redis: AtomicU64::new(0),
         })
+    }
+
+    /// Whether the route's quota can change to `quota` live: per-request decisions only (a
+    /// lease is spent under the quota it was taken with).
+    pub(crate) fn can_take(&self, algorithm: AlgorithmChoice, quota: Quota) -> Result<(), String> {
+        match &self.limiter {
+            Decider::PerRequest(_) => redis_algorithm(algorithm, quota).map(drop),
+            Decider::Leased(_) => Err("units are leased under the quota they were taken with".to_owned()),
+        }
+    }
+
+    /// Changes the route's quota live ([`RedisLimiter::set_algorithm`]).
+    pub(crate) fn take(&self, algorithm: AlgorithmChoice, quota: Quota) -> Result<(), String> {
+        self.can_take(algorithm, quota)?;
+        let next = redis_algorithm(algorithm, quota)?;
+        self.limiter
+            .per_request()
+            .set_algorithm(next)
+            .map_err(|e| e.to_string())
     }
 
     /// The decision's `origin`, after counting it if Redis did not make it.
@@ -158,6 +169,10 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
         RateLimiter::<K>::policy(self.limiter.per_request())
     }
 
+    fn policy_changes(&self) -> u64 {
+        self.limiter.per_request().changes()
+    }
+
     fn refund(&self, key: K, cost: u64, origin: Origin) {
         match &self.limiter {
             Decider::PerRequest(limiter) => limiter.refund(key, cost, origin),
@@ -172,6 +187,18 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
             Decider::Leased(_) => None,
         }
     }
+}
+
+/// The Redis form of `algorithm` under `quota`.
+fn redis_algorithm(algorithm: AlgorithmChoice, quota: Quota) -> Result<RedisAlgorithm, String> {
+    let bad_quota = |e: tollgate::QuotaError| format!("quota `{quota}`: {e}");
+    Ok(match algorithm {
+        AlgorithmChoice::Token => TokenBucket::new(quota).map_err(bad_quota)?.into(),
+        AlgorithmChoice::Leaky => LeakyBucket::new(quota).map_err(bad_quota)?.into(),
+        AlgorithmChoice::Fixed => FixedWindow::new(quota).map_err(bad_quota)?.into(),
+        AlgorithmChoice::Sliding => SlidingWindow::new(quota).map_err(bad_quota)?.into(),
+        AlgorithmChoice::Log => SlidingLog::new(quota).map_err(bad_quota)?.into(),
+    })
 }
 
 /// Which routes [`check`] asks about.
@@ -205,7 +232,7 @@ pub(crate) async fn check(table: &Table, which: Checked) -> Result<(), String> {
         let Some(redis) = &route.limiter.redis else {
             continue;
         };
-        if which == Checked::New && !route.fresh {
+        if which == Checked::New && !route.fresh() {
             continue;
         }
         let redis = Arc::clone(redis);

@@ -12,6 +12,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::file;
 use crate::flags::Flags;
+use crate::held::Continuity;
 use crate::metrics;
 use crate::redis::{self, Checked};
 use crate::routing::Table;
@@ -115,9 +116,10 @@ async fn reload(
         Err(error) => (Err(error), std::fs::read_to_string(path).ok()),
     };
     match next {
-        Ok((next, notes)) => {
+        Ok((mut next, notes)) => {
             let mut summary = changes(&running, &next);
             summary.extend(notes);
+            summary.extend(next.apply_quota_changes());
             if summary.is_empty() {
                 summary.push("nothing changed".to_owned());
             }
@@ -134,6 +136,20 @@ async fn reload(
     text
 }
 
+/// What became of one limiter (`policy NAME: ` first for one of several).
+fn continuity_words((policy, continuity): &(Option<String>, Continuity)) -> String {
+    let what = match continuity {
+        Continuity::New => "new counters".to_owned(),
+        Continuity::Kept => "counters kept".to_owned(),
+        Continuity::Retuned => "quota changed live, counters kept".to_owned(),
+        Continuity::Rebuilt(why) => format!("rebuilt ({why}), new counters"),
+    };
+    match policy {
+        Some(name) => format!("policy {name}: {what}"),
+        None => what,
+    }
+}
+
 /// What changed from `old` to `new`, in words.
 fn changes(old: &Table, new: &Table) -> Vec<String> {
     let mut said = Vec::new();
@@ -144,10 +160,12 @@ fn changes(old: &Table, new: &Table) -> Vec<String> {
             None => said.push(format!("route {name} added: {now}")),
             Some(before) => {
                 let then = route_words(&before.settings);
-                match (route.fresh, then == now) {
-                    (true, _) => said.push(format!("route {name}: {then} -> {now} (new counters)")),
-                    (false, true) => said.push(format!("route {name} unchanged")),
-                    (false, false) => said.push(format!("route {name}: {then} -> {now} (counters kept)")),
+                let kept = |(_, continuity): &(Option<String>, Continuity)| *continuity == Continuity::Kept;
+                if then == now && route.continuity.iter().all(kept) {
+                    said.push(format!("route {name} unchanged"));
+                } else {
+                    let each: Vec<String> = route.continuity.iter().map(continuity_words).collect();
+                    said.push(format!("route {name}: {then} -> {now} ({})", each.join("; ")));
                 }
             }
         }

@@ -23,7 +23,8 @@ use tollgate::middleware::{LimitedBody, PeerAddr, RouteFilter};
 use tower::Service;
 
 use crate::counters::{Counters, Outcome};
-use crate::limiter::{self, HeldLimiter};
+use crate::held::{Continuity, HeldLimiter, QuotaChange};
+use crate::limiter;
 use crate::metrics::RouteSeries;
 use crate::settings::{RouteSettings, Settings};
 use crate::upstream::{Upstream, UpstreamBody};
@@ -65,9 +66,19 @@ pub(crate) struct Route {
     filter: RouteFilter,
     service: Box<dyn RouteService>,
     pub(crate) limiter: HeldLimiter,
-    /// Whether its limiter is new in this table (its keys started afresh).
-    pub(crate) fresh: bool,
+    /// What became of each of its limiters in this table (the route's one, or each policy's by
+    /// name): new, kept, its quota changed live, or rebuilt and why.
+    pub(crate) continuity: Vec<(Option<String>, Continuity)>,
     series: Arc<RouteSeries>,
+}
+
+impl Route {
+    /// Whether a limiter of the route is new in this table (its keys started afresh).
+    pub(crate) fn fresh(&self) -> bool {
+        self.continuity
+            .iter()
+            .any(|(_, continuity)| continuity.is_fresh())
+    }
 }
 
 /// The routes in order, the upstream, and the settings they were built from.
@@ -76,6 +87,9 @@ pub(crate) struct Table {
     pub(crate) routes: Vec<Route>,
     upstream: Upstream,
     unrouted: Arc<RouteSeries>,
+    /// The quota changes its kept limiters take when it is swapped in
+    /// ([`apply_quota_changes`](Self::apply_quota_changes)).
+    changes: Vec<QuotaChange>,
 }
 
 impl Table {
@@ -87,6 +101,7 @@ impl Table {
             None => Upstream::Hello,
         };
         let mut routes = Vec::new();
+        let mut changes = Vec::new();
         if let Some(limits) = &settings.limits {
             for route in &limits.routes {
                 let held = previous
@@ -101,9 +116,10 @@ impl Table {
                     filter: route.filter(),
                     service: built.service,
                     limiter: built.limiter,
-                    fresh: built.fresh,
+                    continuity: built.continuity,
                     series: Arc::new(series),
                 });
+                changes.extend(built.changes);
             }
         }
         Ok(Table {
@@ -111,7 +127,29 @@ impl Table {
             routes,
             upstream,
             unrouted: Arc::new(RouteSeries::unrouted()),
+            changes,
         })
+    }
+
+    /// Changes the quota of each limiter kept from the running table with a new quota, live
+    /// (its keys keep their state): called once the table is built and checked, just before it
+    /// is swapped in, so that a reload that fails changes no running limiter. Returns what could
+    /// not change (the limiter then keeps its quota), in words.
+    pub(crate) fn apply_quota_changes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.changes)
+            .into_iter()
+            .filter_map(|change| {
+                let error = change.apply().err()?;
+                let policy = change
+                    .policy
+                    .as_ref()
+                    .map_or(String::new(), |name| format!(" policy {name}"));
+                Some(format!(
+                    "route {}{policy}: quota {} not applied, the running one stays: {error}",
+                    change.route, change.quota
+                ))
+            })
+            .collect()
     }
 
     /// The route named `name`.

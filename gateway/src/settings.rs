@@ -101,9 +101,21 @@ pub(crate) struct RouteSettings {
     /// An IPv6 client is keyed by its first this many bits (IP keys only).
     pub(crate) ipv6_prefix: u8,
     pub(crate) algorithm: AlgorithmChoice,
+    /// The route's one quota, when `policies` is empty; the first policy's otherwise.
     pub(crate) quota: Quota,
+    /// Several named policies, all or nothing (the file's `policies`); empty: the one `quota`.
+    pub(crate) policies: Vec<NamedPolicy>,
     /// The leaky bucket's longest wait for a slot.
     pub(crate) max_delay: Option<Duration>,
+}
+
+/// One policy of a route with several: its name in the `RateLimit` fields, its algorithm and
+/// quota.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NamedPolicy {
+    pub(crate) name: String,
+    pub(crate) algorithm: AlgorithmChoice,
+    pub(crate) quota: Quota,
 }
 
 impl RouteSettings {
@@ -131,6 +143,16 @@ impl RouteSettings {
             store: store.clone(),
         }
     }
+
+    /// The same for one of its named policies.
+    pub(crate) fn policy_spec(&self, policy: &NamedPolicy, store: &Store) -> LimiterSpec {
+        LimiterSpec {
+            algorithm: policy.algorithm,
+            quota: policy.quota,
+            key: self.key.kind(),
+            store: store.clone(),
+        }
+    }
 }
 
 /// A limiter's policy: what it counts and how. Two routes (one before a reload, one after) of
@@ -144,29 +166,30 @@ pub(crate) struct LimiterSpec {
 }
 
 /// How a route's limiter changes from one configuration to the next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum LimiterChange {
     /// The same policy: keep the limiter, and its counters.
     Same,
-    /// Only the quota differs.
+    /// Only the quota differs: keep the limiter and change its quota live, if the library
+    /// takes the change.
     Quota,
-    /// Another algorithm, key type or store: a new limiter.
-    Other,
+    /// Another algorithm, key type or store: a new limiter, for this reason.
+    Other(String),
 }
 
 impl LimiterSpec {
     /// How `self` differs from `next`.
     pub(crate) fn change_to(&self, next: &LimiterSpec) -> LimiterChange {
-        let with_next_quota = LimiterSpec {
-            quota: next.quota,
-            ..self.clone()
-        };
         if self == next {
             LimiterChange::Same
-        } else if with_next_quota == *next {
-            LimiterChange::Quota
+        } else if self.algorithm != next.algorithm {
+            LimiterChange::Other(format!("algorithm {} -> {}", self.algorithm, next.algorithm))
+        } else if self.key != next.key {
+            LimiterChange::Other("another kind of key".to_owned())
+        } else if self.store != next.store {
+            LimiterChange::Other("another store".to_owned())
         } else {
-            LimiterChange::Other
+            LimiterChange::Quota
         }
     }
 }

@@ -32,7 +32,8 @@ pub(crate) fn banner(settings: &Settings, listening: std::net::SocketAddr) -> Ve
     lines
 }
 
-/// `POST /login, token bucket, 5/min, per client IP (IPv6 by /64)`.
+/// `POST /login, token bucket, 5/min, per client IP (IPv6 by /64)`; a route of several policies
+/// `/api, all of [burst token bucket 10/s, daily fixed window 10000/d], per x-api-key header`.
 pub(crate) fn route_words(route: &RouteSettings) -> String {
     let requests = match (&route.method, &route.path) {
         (None, None) => "every request".to_owned(),
@@ -43,10 +44,18 @@ pub(crate) fn route_words(route: &RouteSettings) -> String {
     let waits = route.max_delay.map_or(String::new(), |max| {
         format!(", waiting at most {} ms", max.as_millis())
     });
+    let limits = if route.policies.is_empty() {
+        format!("{}, {}", route.algorithm, route.quota)
+    } else {
+        let each: Vec<String> = route
+            .policies
+            .iter()
+            .map(|policy| format!("{} {} {}", policy.name, policy.algorithm, policy.quota))
+            .collect();
+        format!("all of [{}]", each.join(", "))
+    };
     format!(
-        "{requests}, {}, {}{waits}, {}",
-        route.algorithm,
-        route.quota,
+        "{requests}, {limits}{waits}, {}",
         key_words(&route.key, route.ipv6_prefix)
     )
 }
@@ -83,7 +92,7 @@ pub(crate) fn store_words(store: &Store) -> String {
                 WhenFullChoice::Refuse => "a new key is refused (503)",
                 WhenFullChoice::Admit => "a new key is admitted, uncounted",
             };
-            format!("keys: in memory, up to {capacity} per route; when full, {full}")
+            format!("keys: in memory, room for at least {capacity} keys still being limited per route; when full, {full}")
         }
         Store::Redis {
             target,

@@ -133,7 +133,7 @@ fn the_banner_says_the_configuration_in_words() {
     );
     assert_eq!(
         gateway.banner_line("keys: "),
-        Some("keys: in memory, up to 100000 per route; when full, a new key is admitted, uncounted")
+        Some("keys: in memory, room for at least 100000 keys still being limited per route; when full, a new key is admitted, uncounted")
     );
     assert_eq!(
         gateway.banner_line("fields: "),

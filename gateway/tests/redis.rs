@@ -1,8 +1,9 @@
 //! Routes counted in a real `redis-server`: two gateways share one quota per key; a Redis
 //! configuration no retry mends (a wrong or missing password, a database past the server's)
 //! stops the start with its cause, before the gateway listens, and keeps the running table on a
-//! reload; a Redis that is away is said at start with its cause, answered by the chosen failure
-//! policy, and named in the per-second line.
+//! reload; a reload changes a route's quota live, its keys keeping their counts in Redis; a
+//! Redis that is away is said at start with its cause, answered by the chosen failure policy,
+//! and named in the per-second line.
 
 mod common;
 
@@ -184,9 +185,8 @@ fn two_gateways_on_leases_never_pass_the_quota_together() {
     let second = Gateway::start(&leased);
     assert!(
         first
-            .banner
-            .iter()
-            .any(|line| line.contains("each gateway spends units leased from Redis")),
+            .banner_line("keys: in Redis at ")
+            .is_some_and(|line| line.ends_with("; each gateway spends units leased from Redis")),
         "{:?}",
         first.banner
     );
@@ -216,4 +216,36 @@ fn a_lease_of_an_algorithm_that_cannot_be_leased_stops_the_start() {
         stderr.contains("--lease: the sliding window cannot be leased"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_reload_changes_a_redis_route_s_quota_live_and_its_keys_keep_their_counts() {
+    let redis = RedisServer::start();
+    let file = |quota: &str| {
+        format!(
+            "[redis]\nurl = \"{}\"\n[[route]]\nname = \"api\"\nkey = \"header:x-api-key\"\nalgorithm = \"log\"\nquota = \"{quota}\"\n",
+            redis.url()
+        )
+    };
+    let config = ConfigFile::new(&file("3/min"));
+    let gateway = Gateway::start(&["--config", config.arg()]);
+    let alice = [("x-api-key", "alice")];
+    assert_eq!(gateway.get("/", &alice).status, 200);
+    assert_eq!(gateway.get("/", &alice).status, 200);
+    config.write_unseen(&file("5/min"));
+    gateway.signal("HUP");
+    let line = gateway
+        .wait_for(|line| line.text.starts_with("reload"))
+        .unwrap_or_default();
+    assert!(line.ends_with("(quota changed live, counters kept)"), "{line}");
+    // The log in Redis keeps its 2 units, read under 5/min (`RedisLimiter::set_algorithm`).
+    let after = gateway.get("/", &alice);
+    assert_eq!(after.header("ratelimit-policy"), Some("\"api\";q=5;w=60"));
+    let remaining = after.header("ratelimit").and_then(|field| {
+        field
+            .split(';')
+            .find_map(|part| part.strip_prefix("r="))
+            .map(str::to_owned)
+    });
+    assert_eq!(remaining.as_deref(), Some("2"));
 }

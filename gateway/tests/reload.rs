@@ -1,5 +1,6 @@
-//! Reloading the configuration file: on SIGHUP and when the file changes, a changed route gets
-//! its new policy, an unchanged one keeps its counters, a connection kept open across the
+//! Reloading the configuration file: on SIGHUP and when the file changes, a route whose quota
+//! changed takes it live and keeps its counters, an unchanged one keeps its counters, another
+//! algorithm or window rebuilds (and the log says why), a connection kept open across the
 //! reload goes on, and a file that does not read keeps the running configuration.
 
 mod common;
@@ -30,36 +31,103 @@ fn remaining(response: &common::Response) -> Option<&str> {
 }
 
 #[test]
-fn sighup_applies_a_new_quota_and_keeps_unchanged_counters() {
-    let file = ConfigFile::new(&config("3/min"));
+fn sighup_changes_a_quota_live_and_keeps_every_counter() {
+    let file = ConfigFile::new(&config("3/min").replace(
+        "quota = \"3/min\"\n\n[[route]]",
+        "quota = \"3/min\"\nalgorithm = \"log\"\n\n[[route]]",
+    ));
     let gateway = Gateway::start(&["--config", file.arg()]);
     let mut kept = gateway.connect();
     assert_eq!(remaining(&kept.send("GET", "/steady", &[])), Some("2"));
     assert_eq!(remaining(&kept.send("GET", "/steady", &[])), Some("1"));
-    let before = kept.send("GET", "/changed", &[]);
-    assert_eq!(before.header("ratelimit-policy"), Some("\"changed\";q=3;w=60"));
+    let first = kept.send("GET", "/changed", &[]);
+    assert_eq!(first.header("ratelimit-policy"), Some("\"changed\";q=3;w=60"));
+    assert_eq!(remaining(&kept.send("GET", "/changed", &[])), Some("1"));
 
     // Same length and modification time: only the signal tells the gateway.
-    file.write_unseen(&config("7/min"));
+    file.write_unseen(&config("5/min").replace(
+        "quota = \"5/min\"\n\n[[route]]",
+        "quota = \"5/min\"\nalgorithm = \"log\"\n\n[[route]]",
+    ));
     gateway.signal("HUP");
     let line = gateway
         .wait_for(|line| line.text.starts_with("reload"))
         .unwrap_or_default();
     assert_eq!(
         line,
-        "reload (SIGHUP): route changed: /changed, token bucket, 3/min, per client IP (IPv6 by /64) -> \
-         /changed, token bucket, 7/min, per client IP (IPv6 by /64) (new counters); route steady unchanged"
+        "reload (SIGHUP): route changed: /changed, sliding log, 3/min, per client IP (IPv6 by /64) -> \
+         /changed, sliding log, 5/min, per client IP (IPv6 by /64) (quota changed live, counters kept); \
+         route steady unchanged"
     );
 
-    // The connection opened before the reload goes on, under the new table.
+    // The connection opened before the reload goes on, under the new table. The log keeps its
+    // 2 units and the raised limit admits the difference at once (`KeyedLogLimiter::set_quota`):
+    // 5 - 2 - 1 = 2 left.
     let after = kept.send("GET", "/changed", &[]);
     assert_eq!(after.status, 200);
-    assert_eq!(after.header("ratelimit-policy"), Some("\"changed\";q=7;w=60"));
-    assert_eq!(remaining(&after), Some("6"));
+    assert_eq!(after.header("ratelimit-policy"), Some("\"changed\";q=5;w=60"));
+    assert_eq!(remaining(&after), Some("2"));
     // The unchanged route kept its limiter: one request left of three, not three.
     let steady = kept.send("GET", "/steady", &[]);
     assert_eq!(remaining(&steady), Some("0"));
     assert_eq!(kept.send("GET", "/steady", &[]).status, 429);
+}
+
+#[test]
+fn a_quota_lowered_below_what_was_spent_refuses_at_once() {
+    let file = ConfigFile::new(&config("3/min"));
+    let gateway = Gateway::start(&["--config", file.arg()]);
+    assert_eq!(remaining(&gateway.get("/changed", &[])), Some("2"));
+    assert_eq!(remaining(&gateway.get("/changed", &[])), Some("1"));
+
+    file.write_unseen(&config("1/min"));
+    gateway.signal("HUP");
+    let line = gateway
+        .wait_for(|line| line.text.starts_with("reload"))
+        .unwrap_or_default();
+    assert!(line.contains("(quota changed live, counters kept)"), "{line}");
+
+    // The token bucket keeps its debt in time (`TokenBucket`'s `Retune`): 2 units of 20 s are
+    // 40 s of the new 60 s bucket, less than the one unit it now holds, so it refuses at once.
+    let refused = gateway.get("/changed", &[]);
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("ratelimit-policy"), Some("\"changed\";q=1;w=60"));
+}
+
+#[test]
+fn another_algorithm_or_window_rebuilds_and_the_log_says_why() {
+    let file = ConfigFile::new(&config("3/min"));
+    let gateway = Gateway::start(&["--config", file.arg()]);
+    assert_eq!(remaining(&gateway.get("/changed", &[])), Some("2"));
+
+    let fixed = |quota: &str| {
+        config(quota).replace(
+            &format!("quota = \"{quota}\"\n\n[[route]]"),
+            &format!("quota = \"{quota}\"\nalgorithm = \"fixed\"\n\n[[route]]"),
+        )
+    };
+    file.write(&fixed("3/min"));
+    let line = gateway
+        .wait_for(|line| line.text.starts_with("reload"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(
+            "(rebuilt (algorithm token bucket -> fixed window), new counters); route steady unchanged"
+        ),
+        "{line}"
+    );
+    assert_eq!(remaining(&gateway.get("/changed", &[])), Some("2"));
+
+    // A window counter's length cannot change live: its counts would land in the wrong window.
+    file.write(&fixed("3/h"));
+    let line = gateway
+        .wait_for(|line| line.text.starts_with("reload"))
+        .unwrap_or_default();
+    assert!(line.contains("(rebuilt (") && line.contains("window"), "{line}");
+    assert!(line.contains("new counters); route steady unchanged"), "{line}");
+    let fresh = gateway.get("/changed", &[]);
+    assert_eq!(fresh.header("ratelimit-policy"), Some("\"changed\";q=3;w=3600"));
+    assert_eq!(remaining(&fresh), Some("2"));
 }
 
 #[test]
