@@ -70,6 +70,7 @@
 //! locked add.
 
 mod lanes;
+#[cfg(feature = "redis")]
 mod lease;
 mod meter;
 mod name;
@@ -102,6 +103,12 @@ pub const REDIS_CALL_SECONDS: &str = "tollgate_redis_call_seconds";
 pub const REDIS_ERRORS: &str = "tollgate_redis_errors_total";
 /// A Redis limiter's decisions made by its failure policy, by `limiter` and `policy`.
 pub const REDIS_POLICY_DECISIONS: &str = "tollgate_redis_policy_decisions_total";
+/// A leased Redis limiter's round trips of its lease scripts, by `limiter`.
+pub const REDIS_LEASE_CALLS: &str = "tollgate_redis_lease_calls_total";
+/// The units of each lease a leased Redis limiter took, by `limiter` (a histogram).
+pub const REDIS_LEASE_UNITS: &str = "tollgate_redis_lease_units";
+/// Units a leased Redis limiter gave back to Redis unused, by `limiter`.
+pub const REDIS_LEASE_RETURNED_UNITS: &str = "tollgate_redis_lease_returned_units_total";
 
 /// Bucket bounds, in seconds, for [`REDIS_CALL_SECONDS`], for an exporter that takes them
 /// (`metrics-exporter-prometheus`'s `set_buckets_for_metric`): 100 µs to 250 ms, around a round
@@ -159,6 +166,21 @@ pub fn describe() {
         REDIS_POLICY_DECISIONS,
         Unit::Count,
         "Decisions a Redis limiter's failure policy made instead of Redis, by policy."
+    );
+    describe_counter!(
+        REDIS_LEASE_CALLS,
+        Unit::Count,
+        "Round trips of a leased Redis limiter's lease scripts, a request's or a refresh's."
+    );
+    describe_histogram!(
+        REDIS_LEASE_UNITS,
+        Unit::Count,
+        "Units of each lease a leased Redis limiter took, beyond the request that asked for it."
+    );
+    describe_counter!(
+        REDIS_LEASE_RETURNED_UNITS,
+        Unit::Count,
+        "Units a leased Redis limiter gave back to Redis unused."
     );
 }
 

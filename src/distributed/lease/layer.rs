@@ -46,7 +46,7 @@ impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
 
     fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
         let shared = &self.shared;
-        if let Err(error) = CostTooLarge::check(cost, shared.redis.capacity()) {
+        if let Err(error) = CostTooLarge::check(cost, shared.capacity()) {
             return Some(Err(error.into()));
         }
         // A clock out of range: the asynchronous path says so.
@@ -54,11 +54,16 @@ impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
         let text = KeyBytes::of(key);
         let hash = shared.table.hash(text.as_bytes());
         shared
-            .spend_locally(text.as_str(), hash, local, cost)
+            .spend_locally(&self.metering, text.as_str(), hash, local, cost)
             .map(|answer| Ok(answer.decision))
     }
 
     fn policy(&self) -> Policy {
         RateLimiter::<K>::policy(self.per_decision())
+    }
+
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        LeasedLimiter::meter(self)
     }
 }
