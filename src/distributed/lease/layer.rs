@@ -5,9 +5,10 @@ use std::fmt::Display;
 use std::future::Future;
 
 use super::key_bytes::KeyBytes;
+use super::ledger::LeaseRule;
 use super::limiter::LeasedLimiter;
 use crate::distributed::DecidedBy;
-use crate::middleware::{LimiterError, Origin, Policy, RateLimiter};
+use crate::middleware::{AnnouncedPolicy, LimiterError, Origin, Policy, RateLimiter};
 use crate::{CostTooLarge, Decision};
 
 /// Where a decision's units were counted: in Redis (by a lease taken from it, or by the
@@ -58,8 +59,16 @@ impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
             .map(|answer| Ok(answer.decision))
     }
 
+    /// The quota the leases are taken from (the one it was built with, whatever
+    /// `per_decision().set_algorithm` did since), at the rate the script runs it, as
+    /// [`RedisLimiter`](crate::distributed::RedisLimiter)'s.
     fn policy(&self) -> Policy {
-        RateLimiter::<K>::policy(self.per_decision())
+        let shared = &self.shared;
+        let policy = shared.algorithm.policy();
+        match shared.table.rule() {
+            LeaseRule::Bucket { bucket, .. } => policy.running_at(bucket.emission_interval()),
+            LeaseRule::Window { .. } => policy,
+        }
     }
 
     #[cfg(feature = "metrics")]
