@@ -164,8 +164,9 @@ impl LeasedLimiter {
     /// bucket's last range while it still ends its key's queue (`gcra_refund.lua` with the
     /// range's end), a window's units while it lasts (`fixed_window_return.lua`). Nothing is
     /// spent from them afterwards (a later request asks for a new lease). Returns the units
-    /// given back. For a process that stops, before it drops the limiter: what it does not
-    /// give back passes unused (a slot when its time comes, a window's units when it ends).
+    /// given back. Dropping the limiter in a tokio runtime does the same on a task; a process
+    /// that stops awaits this instead, to know its units are back before it exits. What is not
+    /// given back passes unused (a slot when its time comes, a window's units when it ends).
     pub async fn release(&self) -> u64 {
         self.shared.release(&self.metering).await
     }
@@ -494,6 +495,26 @@ impl Shared {
         self.counters.given_back(given);
         metering.lease_returned(given);
         given
+    }
+}
+
+impl Drop for LeasedLimiter {
+    /// Gives back what this process's leases still hold, as [`release`](Self::release) does, on
+    /// a task of the tokio runtime it is dropped in: the rest of the fleet has those units at
+    /// once rather than when they pass. Dropped outside a runtime, or holding nothing, it gives
+    /// nothing back (what it holds passes unused, at the end of its lifetime).
+    fn drop(&mut self) {
+        if self.units_held() == 0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        let metering = self.metering.clone();
+        runtime.spawn(async move {
+            shared.release(&metering).await;
+        });
     }
 }
 
