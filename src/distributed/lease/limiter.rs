@@ -30,7 +30,8 @@ use crate::{CostTooLarge, Decision};
 /// the quota: every unit was taken from it in Redis before it is spent, and spent only while
 /// it is valid. What it costs: a unit leased and not spent is a unit the rest of the fleet is
 /// refused, until it passes (a bucket's slot when its time comes, a window's units when it
-/// ends) or is given back ([`release`](Self::release)).
+/// ends) or is given back ([`release`](Self::release), or dropping the limiter in a tokio
+/// runtime).
 ///
 /// Cheap to share across tasks (`Arc` it, or use it through a reference); a refresh runs on a
 /// task of the tokio runtime that made the decision which started it.
