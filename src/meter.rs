@@ -107,25 +107,31 @@ mod on {
         }
 
         /// Runs `call`, a Redis limiter's peek, counting its round trip and timing it unless
-        /// it made none (Redis recently down), and its failure by cause.
+        /// it made none (Redis recently down, a request refused before it), and its failure by
+        /// cause.
         #[cfg(feature = "redis")]
-        pub(crate) async fn peeked<E>(
+        pub(crate) async fn peeked(
             &self,
-            call: impl std::future::Future<Output = Result<crate::distributed::RedisDecision, E>>,
-        ) -> Result<crate::distributed::RedisDecision, E> {
+            call: impl std::future::Future<
+                Output = Result<crate::distributed::RedisDecision, crate::distributed::RedisCheckError>,
+            >,
+        ) -> Result<crate::distributed::RedisDecision, crate::distributed::RedisCheckError> {
             let Some(meter) = &self.0 else {
                 return call.await;
             };
+            use crate::distributed::{Failure, RedisCheckError, RedisDecision};
+
             let started = std::time::Instant::now();
             let answer = call.await;
-            let recently_down = matches!(
+            // No round trip: Redis recently down, or a request refused before one.
+            let made_none = matches!(
                 &answer,
-                Ok(crate::distributed::RedisDecision {
-                    failure: Some(crate::distributed::Failure::RecentlyDown(_)),
+                Ok(RedisDecision {
+                    failure: Some(Failure::RecentlyDown(_)),
                     ..
-                })
+                }) | Err(RedisCheckError::CostTooLarge(_) | RedisCheckError::TimeOutOfRange { .. })
             );
-            if !recently_down {
+            if !made_none {
                 meter.round_trip_took(started);
             }
             if let Ok(answer) = &answer {
