@@ -376,6 +376,8 @@ impl Shared {
         };
         self.counters.refresh();
         let shared = Arc::clone(self);
+        // An `Arc` with the `metrics` feature; nothing (and `Copy`) without it.
+        #[allow(clippy::clone_on_copy)]
         let metering = metering.clone();
         runtime.spawn(async move {
             let mut guard = AskGuard {
@@ -512,6 +514,8 @@ impl Drop for LeasedLimiter {
             return;
         };
         let shared = Arc::clone(&self.shared);
+        // An `Arc` with the `metrics` feature; nothing (and `Copy`) without it.
+        #[allow(clippy::clone_on_copy)]
         let metering = self.metering.clone();
         runtime.spawn(async move {
             shared.release(&metering).await;
