@@ -86,6 +86,83 @@ mod on {
                 meter.redis_decided(answer, counts);
             }
         }
+
+        /// A leased Redis limiter's.
+        #[cfg(feature = "redis")]
+        pub(crate) fn leased(name: LimiterName) -> Metering {
+            Metering(Some(Meter::of_kind(name, Kind::Leased)))
+        }
+
+        /// Runs `call`, one round trip of a lease script, counted as a Redis round trip and a
+        /// lease round trip, and timed.
+        #[cfg(feature = "redis")]
+        pub(crate) async fn lease_timed<F: std::future::Future>(&self, call: F) -> F::Output {
+            match &self.0 {
+                Some(meter) => {
+                    meter.lease_call();
+                    meter.timed(call).await
+                }
+                None => call.await,
+            }
+        }
+
+        /// Runs `call`, a Redis limiter's peek, counting its round trip and timing it unless
+        /// it made none (Redis recently down, a request refused before it), and its failure by
+        /// cause.
+        #[cfg(feature = "redis")]
+        pub(crate) async fn peeked(
+            &self,
+            call: impl std::future::Future<
+                Output = Result<crate::distributed::RedisDecision, crate::distributed::RedisCheckError>,
+            >,
+        ) -> Result<crate::distributed::RedisDecision, crate::distributed::RedisCheckError> {
+            let Some(meter) = &self.0 else {
+                return call.await;
+            };
+            use crate::distributed::{Failure, RedisCheckError, RedisDecision};
+
+            let started = std::time::Instant::now();
+            let answer = call.await;
+            // No round trip: Redis recently down, or a request refused before one.
+            let made_none = matches!(
+                &answer,
+                Ok(RedisDecision {
+                    failure: Some(Failure::RecentlyDown(_)),
+                    ..
+                }) | Err(RedisCheckError::CostTooLarge(_) | RedisCheckError::TimeOutOfRange { .. })
+            );
+            if !made_none {
+                meter.round_trip_took(started);
+            }
+            if let Ok(answer) = &answer {
+                meter.redis_decided(answer, false);
+            }
+            answer
+        }
+
+        /// Counts a failed round trip by its cause (see `Meter::redis_failed`).
+        #[cfg(feature = "redis")]
+        pub(crate) fn redis_failed(&self, failure: crate::distributed::Failure) {
+            if let Some(meter) = &self.0 {
+                meter.redis_failed(failure);
+            }
+        }
+
+        /// Records a lease of `units` beyond the request that asked for it.
+        #[cfg(feature = "redis")]
+        pub(crate) fn lease_granted(&self, units: u64) {
+            if let Some(meter) = &self.0 {
+                meter.lease_granted(units);
+            }
+        }
+
+        /// Counts `units` given back to Redis unused.
+        #[cfg(feature = "redis")]
+        pub(crate) fn lease_returned(&self, units: u64) {
+            if let Some(meter) = &self.0 {
+                meter.lease_returned(units);
+            }
+        }
     }
 
     /// A keyed table's slow path gave a key a slot: `decision` is its request's.
@@ -164,6 +241,30 @@ mod off {
         #[cfg(feature = "redis")]
         #[inline(always)]
         pub(crate) fn redis_decided(&self, _: &crate::distributed::RedisDecision, _: bool) {}
+
+        #[cfg(feature = "redis")]
+        #[inline(always)]
+        pub(crate) fn lease_timed<F>(&self, call: F) -> F {
+            call
+        }
+
+        #[cfg(feature = "redis")]
+        #[inline(always)]
+        pub(crate) fn peeked<F>(&self, call: F) -> F {
+            call
+        }
+
+        #[cfg(feature = "redis")]
+        #[inline(always)]
+        pub(crate) fn redis_failed(&self, _: crate::distributed::Failure) {}
+
+        #[cfg(feature = "redis")]
+        #[inline(always)]
+        pub(crate) fn lease_granted(&self, _: u64) {}
+
+        #[cfg(feature = "redis")]
+        #[inline(always)]
+        pub(crate) fn lease_returned(&self, _: u64) {}
     }
 
     #[inline(always)]

@@ -19,7 +19,7 @@
 //! [`KeyedLimiter::named`](crate::KeyedLimiter::named),
 //! [`LogLimiter::named`](crate::LogLimiter::named),
 //! [`KeyedLogLimiter::named`](crate::KeyedLogLimiter::named), and with feature `redis`
-//! `RedisLimiter::named`. An unnamed limiter records nothing (its decisions test one
+//! `RedisLimiter::named`, `LeasedLimiter::named` and `DirectLeasedLimiter::named`. An unnamed limiter records nothing (its decisions test one
 //! pointer), and without the feature nothing is compiled in. The tower layer (feature `tower`)
 //! counts its own outcomes under the name of the limiter it decides with
 //! (`RateLimiter::meter`), and nothing in front of an unnamed one. Limiters that share a name
@@ -39,10 +39,14 @@
 //! | [`tollgate_redis_call_seconds`](REDIS_CALL_SECONDS) | histogram | | Redis: each of those round trips' time, up to its deadline |
 //! | [`tollgate_redis_errors_total`](REDIS_ERRORS) | counter | `cause` | Redis: round trips that failed, by [`RedisFailureCause`](crate::distributed::RedisFailureCause) (`timeout`, `connection_refused`, `cluster_down`, `out_of_memory`...: the variant in snake case) |
 //! | [`tollgate_redis_policy_decisions_total`](REDIS_POLICY_DECISIONS) | counter | `policy` | Redis: decisions the failure policy made instead (`fail_open`, `fail_closed`, `fallback`), Redis failing or recently down |
+//! | [`tollgate_redis_lease_calls_total`](REDIS_LEASE_CALLS) | counter | | leased Redis limiters: round trips of the lease scripts, a request's or a refresh's (each also one of `tollgate_redis_calls_total`) |
+//! | [`tollgate_redis_lease_units`](REDIS_LEASE_UNITS) | histogram | | leased Redis limiters: each lease's units, beyond the request that asked for it (a grant of the request's weight alone is no lease) |
+//! | [`tollgate_redis_lease_returned_units_total`](REDIS_LEASE_RETURNED_UNITS) | counter | | leased Redis limiters: units given back to Redis unused (`release`) |
 //!
+//! A leased limiter's decisions are those it answers, from its leases or from Redis; its
+//! `tollgate_redis_calls_total` are its lease round trips and its peeks that Redis answered.
 //! `allowed` and `refused` are published from the first [`publish`], the other outcomes, causes
-//! and policies once they have happened. Lease series (round trips, sizes, units given back)
-//! are to come beside the Redis ones (`lease.rs`).
+//! and policies once they have happened.
 //!
 //! # Exact and sampled
 //! The counters are exact: every decision is counted once, and [`publish`] hands the recorder
@@ -50,8 +54,9 @@
 //! The two gauges are sampled by [`publish`] too: nothing reaches the recorder between two
 //! calls. `tollgate_keys_held` is the keys the table's slow path inserted less the idle keys it
 //! reclaimed, counted as they happen: `len()`, exact when no insert is in flight. The latency
-//! histogram is the one series recorded as it happens, one sample per round trip, through the
-//! recorder installed at that moment. So call [`publish`] before each scrape (the gateway's
+//! histogram and the lease-size histogram are the series recorded as they happen, one sample per
+//! round trip or lease, through the recorder installed at that moment (a lease refreshed on a
+//! task: that task's thread's). So call [`publish`] before each scrape (the gateway's
 //! `/metrics` does), or from a timer for an exporter that pushes.
 //!
 //! # Cost
@@ -62,7 +67,8 @@
 //! of a hot-key decision, and contended it is the very bottleneck tollgate avoids). The slow
 //! paths (a new key, a reclaim) note their events in the thread's local storage, counted when
 //! the path ends. The Redis series use shared atomics and a clock read per round trip, nothing
-//! next to the round trip. Figures, with the commands that measure them: `docs/metrics.md`.
+//! next to the round trip; a leased limiter's decision spent from its lease counts on the
+//! thread's lane, as a local limiter's. Figures, with the commands that measure them: `docs/metrics.md`.
 //!
 //! A thread's first count on a named limiter claims its lane, which registers the thread's
 //! exit hook (one allocation, once per thread); a thread past the lanes (four per CPU, at
@@ -70,6 +76,7 @@
 //! locked add.
 
 mod lanes;
+#[cfg(feature = "redis")]
 mod lease;
 mod meter;
 mod name;
@@ -102,6 +109,12 @@ pub const REDIS_CALL_SECONDS: &str = "tollgate_redis_call_seconds";
 pub const REDIS_ERRORS: &str = "tollgate_redis_errors_total";
 /// A Redis limiter's decisions made by its failure policy, by `limiter` and `policy`.
 pub const REDIS_POLICY_DECISIONS: &str = "tollgate_redis_policy_decisions_total";
+/// A leased Redis limiter's round trips of its lease scripts, by `limiter`.
+pub const REDIS_LEASE_CALLS: &str = "tollgate_redis_lease_calls_total";
+/// The units of each lease a leased Redis limiter took, by `limiter` (a histogram).
+pub const REDIS_LEASE_UNITS: &str = "tollgate_redis_lease_units";
+/// Units a leased Redis limiter gave back to Redis unused, by `limiter`.
+pub const REDIS_LEASE_RETURNED_UNITS: &str = "tollgate_redis_lease_returned_units_total";
 
 /// Bucket bounds, in seconds, for [`REDIS_CALL_SECONDS`], for an exporter that takes them
 /// (`metrics-exporter-prometheus`'s `set_buckets_for_metric`): 100 µs to 250 ms, around a round
@@ -159,6 +172,21 @@ pub fn describe() {
         REDIS_POLICY_DECISIONS,
         Unit::Count,
         "Decisions a Redis limiter's failure policy made instead of Redis, by policy."
+    );
+    describe_counter!(
+        REDIS_LEASE_CALLS,
+        Unit::Count,
+        "Round trips of a leased Redis limiter's lease scripts, a request's or a refresh's."
+    );
+    describe_histogram!(
+        REDIS_LEASE_UNITS,
+        Unit::Count,
+        "Units of each lease a leased Redis limiter took, beyond the request that asked for it."
+    );
+    describe_counter!(
+        REDIS_LEASE_RETURNED_UNITS,
+        Unit::Count,
+        "Units a leased Redis limiter gave back to Redis unused."
     );
 }
 

@@ -76,7 +76,7 @@ impl WatchedRedis {
                 LeaseConfigError::Redis(e) => format!("{}: {}", target.shown(), said(target, &e)),
                 e => format!("route `{}`: {e} (the file's `lease`, or --lease)", route.name),
             })?;
-            Decider::Leased(leased)
+            Decider::Leased(leased.named(crate::limiter::limiter_name(route)?))
         } else {
             let limiter = builder
                 .connect()
@@ -183,8 +183,7 @@ impl<K: Display + Sync> RateLimiter<K> for WatchedRedis {
     fn meter(&self) -> Option<&tollgate::metrics::Meter> {
         match &self.limiter {
             Decider::PerRequest(limiter) => limiter.meter(),
-            // A leased limiter is not named: its decisions are not counted yet.
-            Decider::Leased(_) => None,
+            Decider::Leased(limiter) => limiter.meter(),
         }
     }
 }

@@ -27,6 +27,7 @@ mod builder;
 mod clock;
 mod counters;
 mod direct;
+#[cfg(feature = "tower")]
 mod key_bytes;
 #[cfg(feature = "tower")]
 mod layer;

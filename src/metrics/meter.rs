@@ -66,6 +66,10 @@ pub(crate) enum Kind {
     /// A Redis limiter: its round trips, their latency, failures and the failure policy.
     #[cfg(feature = "redis")]
     Redis,
+    /// A leased Redis limiter: a Redis limiter's series, and its leases' (round trips, sizes,
+    /// units given back).
+    #[cfg(feature = "redis")]
+    Leased,
 }
 
 /// Everything a meter counted, summed over its lanes.
@@ -74,6 +78,8 @@ pub(crate) struct Totals {
     pub(crate) counts: [u64; COUNTS],
     #[cfg(feature = "redis")]
     pub(crate) redis: super::redis::RedisTotals,
+    #[cfg(feature = "redis")]
+    pub(crate) lease: super::lease::LeaseTotals,
 }
 
 impl Totals {
@@ -84,6 +90,8 @@ impl Totals {
         }
         #[cfg(feature = "redis")]
         self.redis.add(&other.redis);
+        #[cfg(feature = "redis")]
+        self.lease.add(&other.lease);
     }
 
     pub(crate) fn count(&self, count: Count) -> u64 {
@@ -106,6 +114,9 @@ pub(crate) struct MeterShared {
     /// A Redis limiter's own counts.
     #[cfg(feature = "redis")]
     pub(crate) redis: Option<super::redis::RedisCounts>,
+    /// A leased limiter's lease counts.
+    #[cfg(feature = "redis")]
+    pub(crate) lease: Option<super::lease::LeaseSeries>,
 }
 
 impl MeterShared {
@@ -118,6 +129,12 @@ impl MeterShared {
                 .redis
                 .as_ref()
                 .map(|redis| redis.totals())
+                .unwrap_or_default(),
+            #[cfg(feature = "redis")]
+            lease: self
+                .lease
+                .as_ref()
+                .map(|lease| lease.totals())
                 .unwrap_or_default(),
         }
     }
@@ -155,7 +172,10 @@ impl Meter {
             kind,
             lanes: Lanes::new(thread::lanes_per_meter()),
             #[cfg(feature = "redis")]
-            redis: (kind == Kind::Redis).then(|| super::redis::RedisCounts::new(name.as_str())),
+            redis: matches!(kind, Kind::Redis | Kind::Leased)
+                .then(|| super::redis::RedisCounts::new(name.as_str())),
+            #[cfg(feature = "redis")]
+            lease: (kind == Kind::Leased).then(|| super::lease::LeaseSeries::new(name.as_str())),
             name,
         });
         registry::register(&shared);

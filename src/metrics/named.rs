@@ -86,3 +86,36 @@ impl crate::distributed::RedisLimiter {
         self.metering.meter()
     }
 }
+
+#[cfg(feature = "redis")]
+impl crate::distributed::LeasedLimiter {
+    /// The same limiter, counting under `name` (feature `metrics`) what
+    /// [`RedisLimiter::named`](crate::distributed::RedisLimiter::named) counts (its decisions,
+    /// those spent from its leases included, its round trips, their time, their failures by
+    /// cause, its failure policy's decisions) and its leases: their round trips, their sizes, the
+    /// units given back. A decision spent from a lease counts on the thread's own lane, as a
+    /// local limiter's does. A name given again replaces the first.
+    pub fn named(mut self, name: LimiterName) -> Self {
+        self.metering = Metering::leased(name);
+        self
+    }
+
+    /// The meter it counts with, once [named](Self::named) (feature `metrics`).
+    pub fn meter(&self) -> Option<&Meter> {
+        self.metering.meter()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl crate::distributed::DirectLeasedLimiter {
+    /// The same limiter, counting its decisions and its leases under `name` (feature
+    /// `metrics`), as [`LeasedLimiter::named`](crate::distributed::LeasedLimiter::named).
+    pub fn named(self, name: LimiterName) -> Self {
+        self.map_keyed(|keyed| keyed.named(name))
+    }
+
+    /// The meter it counts with, once [named](Self::named) (feature `metrics`).
+    pub fn meter(&self) -> Option<&Meter> {
+        self.keyed().meter()
+    }
+}

@@ -128,6 +128,12 @@ impl Meter {
     pub(crate) async fn timed<F: Future>(&self, call: F) -> F::Output {
         let started = Instant::now();
         let answer = call.await;
+        self.round_trip_took(started);
+        answer
+    }
+
+    /// Counts one round trip, started at `started`, and records its time.
+    pub(crate) fn round_trip_took(&self, started: Instant) {
         let seconds = started.elapsed().as_secs_f64();
         if let Some(redis) = &self.shared().redis {
             bump(&redis.calls);
@@ -137,7 +143,21 @@ impl Meter {
                     .record(seconds)
             });
         }
-        answer
+    }
+
+    /// Counts a failed round trip by its cause (one not made, Redis being recently down, is no
+    /// round trip).
+    pub(crate) fn redis_failed(&self, failure: Failure) {
+        let Some(redis) = &self.shared().redis else {
+            return;
+        };
+        match failure {
+            Failure::RecentlyDown(_) => {}
+            failure => {
+                let code = usize::from(failure.cause().code()).min(CAUSES - 1);
+                bump(&redis.errors[code]);
+            }
+        }
     }
 
     /// Counts a Redis limiter's answer: a failed round trip by its cause (one not made, Redis
@@ -147,12 +167,8 @@ impl Meter {
         let Some(redis) = &self.shared().redis else {
             return;
         };
-        match answer.failure {
-            None | Some(Failure::RecentlyDown(_)) => {}
-            Some(failure) => {
-                let code = usize::from(failure.cause().code()).min(CAUSES - 1);
-                bump(&redis.errors[code]);
-            }
+        if let Some(failure) = answer.failure {
+            self.redis_failed(failure);
         }
         if counts {
             self.record(&answer.decision);

@@ -28,6 +28,9 @@ struct Entry {
     /// Whether a Redis limiter ever had this name: its series are published.
     #[cfg(feature = "redis")]
     redis: bool,
+    /// Whether a leased limiter ever had this name: its lease series are published.
+    #[cfg(feature = "redis")]
+    leased: bool,
 }
 
 /// Every name's meters.
@@ -49,6 +52,11 @@ pub(super) fn register(meter: &Arc<MeterShared>) {
         Kind::Keyed { .. } => entry.keyed = true,
         #[cfg(feature = "redis")]
         Kind::Redis => entry.redis = true,
+        #[cfg(feature = "redis")]
+        Kind::Leased => {
+            entry.redis = true;
+            entry.leased = true;
+        }
     }
 }
 
@@ -124,5 +132,9 @@ fn emit(recorder: &dyn Recorder, name: &LimiterName, entry: &Entry, reading: &Re
     #[cfg(feature = "redis")]
     if entry.redis {
         super::redis::emit(recorder, limiter, &totals.redis);
+    }
+    #[cfg(feature = "redis")]
+    if entry.leased {
+        super::lease::emit(recorder, limiter, &totals.lease);
     }
 }

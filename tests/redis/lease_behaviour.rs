@@ -196,6 +196,38 @@ async fn leased_and_per_decision_instances_share_a_key() {
     assert_eq!(taken, admitted + held + dropped);
 }
 
+/// A leased limiter's quota is the one it was built with: a quota changed on its per-decision
+/// limiter (`per_decision().set_algorithm`, 100 a window to 1,000) changes that limiter's own
+/// decisions, never the leases'. At a frozen client time the leased limiter admits at most its
+/// 100, and Redis's count is what it admitted plus what its lease holds and dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_changed_on_the_per_decision_limiter_leaves_the_leases_quota() {
+    let server = shared_database();
+    let start = Timestamp::from_secs(1_700_000_040);
+    let frozen = TimeSource::client(ManualClock::starting_at(start));
+    let window = FixedWindow::new("100/h".parse().unwrap()).unwrap();
+    let limiter = Arc::new(leased(&server, window, frozen, "pinned:").await);
+    let larger = FixedWindow::new("1000/h".parse().unwrap()).unwrap();
+    limiter.per_decision().set_algorithm(larger).unwrap();
+    assert_eq!(limiter.algorithm(), window.into());
+    assert_eq!(limiter.capacity(), 100);
+    let mut admitted = 0;
+    for _ in 0..300 {
+        admitted += u64::from(check_spaced(&limiter, "k").await.is_allowed());
+    }
+    settle(std::slice::from_ref(&limiter)).await;
+    let held = limiter.units_held();
+    let dropped = limiter.counts().units_dropped;
+    let mut connection = raw_connection(&server).await;
+    let taken = taken_in_redis(&mut connection, &limiter.redis_key("k"), &window.into(), start).await;
+    assert!(admitted <= 100, "{admitted} admitted");
+    assert_eq!(taken, admitted + held + dropped);
+    assert!(taken <= 100, "{taken} taken");
+    // The per-decision limiter decides under its own, changed quota.
+    let answer = limiter.per_decision().check("k").await.unwrap();
+    assert!(answer.is_allowed(), "{answer:?}");
+}
+
 /// Every configuration a leased limiter refuses, with what to fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configurations_that_cannot_lease_are_refused() {

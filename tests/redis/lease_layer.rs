@@ -108,3 +108,25 @@ async fn the_synchronous_path_decides_only_what_the_lease_holds() -> Result<(), 
         .is_err());
     Ok(())
 }
+
+/// The layer announces the quota the leases are taken from: the one the limiter was built with,
+/// also after a quota changed on its per-decision limiter (which announces its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_announced_policy_is_the_leases_quota() -> Result<(), Error> {
+    use tollgate::middleware::AnnouncedPolicy;
+
+    let server = shared_database();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
+    let limiter = leased_bucket(&server, &clock).await?;
+    let built = RateLimiter::<String>::policy(&*limiter);
+    let bucket = TokenBucket::new("20/min burst 20".parse()?)?;
+    assert_eq!(built, bucket.policy());
+    let larger = TokenBucket::new("200/min burst 200".parse()?)?;
+    limiter.per_decision().set_algorithm(larger)?;
+    assert_eq!(RateLimiter::<String>::policy(&*limiter), built);
+    assert_eq!(
+        RateLimiter::<String>::policy(limiter.per_decision()),
+        larger.policy()
+    );
+    Ok(())
+}

@@ -1,6 +1,6 @@
-//! What happens to a lease that is not spent: given back, it returns to the whole fleet; left
-//! in a limiter that is dropped, or in a process that is killed, it passes no later than its
-//! lifetime (a bucket's range within the burst's span of its grant, a window's units at the
+//! What happens to a lease that is not spent: given back (by `release`, or by dropping the
+//! limiter in a runtime), it returns to the whole fleet; left in a limiter dropped outside a
+//! runtime, or in a process that is killed, it passes no later than its lifetime (a bucket's range within the burst's span of its grant, a window's units at the
 //! window's end); with Redis killed, a process spends what it holds, then its policy decides,
 //! and Redis decides again once it is back.
 
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter, TimeSource};
 use tollgate::{FixedWindow, ManualClock, Timestamp, TokenBucket};
 
-use crate::lease_fleet::{check_spaced, leased, leased_up_to, settle};
+use crate::lease_fleet::{check_spaced, leased, leased_up_to, settle, taken_in_redis};
 use crate::redis_common::{raw_connection, shared_database, RedisServer, RedisUrl};
 
 fn fail_closed() -> FailurePolicy {
@@ -81,9 +81,51 @@ async fn units_given_back_return_to_the_fleet() {
     }
 }
 
-/// A limiter dropped without giving back strands its lease until the lease's lifetime is over:
-/// on a moving client clock, the bucket (10 per second, burst 10) is full again one burst's
-/// span (1 s) after the last grant, the window's units are back when the window ends.
+/// Drops `limiter` on a thread of its own, outside any runtime: nothing can give its lease back.
+fn drop_outside_a_runtime<T: Send + 'static>(limiter: T) {
+    std::thread::spawn(move || drop(limiter)).join().unwrap();
+}
+
+/// A limiter dropped in a runtime gives its lease back on a task: at a frozen client time, once
+/// the task has run, Redis holds only the units spent, and the rest of the fleet has the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_dropped_in_a_runtime_gives_its_lease_back() {
+    let server = shared_database();
+    let start = Timestamp::from_secs(1_700_000_040);
+    let time = TimeSource::client(ManualClock::starting_at(start));
+    let algorithms: [RedisAlgorithm; 2] = [
+        TokenBucket::new("10/h burst 10".parse().unwrap()).unwrap().into(),
+        FixedWindow::new("10/h".parse().unwrap()).unwrap().into(),
+    ];
+    for algorithm in algorithms {
+        let prefix = format!("dropped-back:{}:", algorithm.name().replace(' ', "-"));
+        let limiter = Arc::new(leased_up_to(&server, algorithm, time.clone(), &prefix, 4).await);
+        for _ in 0..4 {
+            assert!(limiter.check("k").await.unwrap().is_allowed());
+        }
+        settle(std::slice::from_ref(&limiter)).await;
+        assert!(limiter.units_held() > 0, "a lease is held");
+        let redis_key = limiter.redis_key("k");
+        drop(limiter);
+        let mut connection = raw_connection(&server).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while taken_in_redis(&mut connection, &redis_key, &algorithm, start).await != 4 {
+            assert!(
+                Instant::now() < deadline,
+                "{}: the lease never came back",
+                algorithm.name()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = drain(&server, algorithm, time.clone(), &prefix, "k").await;
+        assert_eq!(left, 10 - 4, "{}", algorithm.name());
+    }
+}
+
+/// A limiter dropped where nothing can give its lease back (outside a runtime) strands it until
+/// the lease's lifetime is over: on a moving client clock, the bucket (10 per second, burst 10)
+/// is full again one burst's span (1 s) after the last grant, the window's units are back when
+/// the window ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_limiter_strands_its_lease_for_at_most_its_lifetime() {
     let server = shared_database();
@@ -98,7 +140,7 @@ async fn a_dropped_limiter_strands_its_lease_for_at_most_its_lifetime() {
     settle(std::slice::from_ref(&limiter)).await;
     let held = limiter.units_held();
     assert!(held > 0, "a lease is held");
-    drop(limiter);
+    drop_outside_a_runtime(limiter);
     // What the dropped process held is the rest of the fleet's no more: 10 - 4 - held.
     clock.set(start);
     let left = drain(&server, bucket.into(), time.clone(), "dropped:tb:", "k").await;
@@ -119,7 +161,7 @@ async fn a_dropped_limiter_strands_its_lease_for_at_most_its_lifetime() {
     settle(std::slice::from_ref(&limiter)).await;
     let held = limiter.units_held();
     assert!(held > 0, "a lease is held");
-    drop(limiter);
+    drop_outside_a_runtime(limiter);
     assert_eq!(
         drain(&server, window.into(), time.clone(), "dropped:fw:", "k").await,
         10 - 4 - held

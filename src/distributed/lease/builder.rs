@@ -147,8 +147,9 @@ fn build(
     keys: usize,
 ) -> Result<LeasedLimiter, LeaseConfigError> {
     // The quota the leases are taken from, as the limiter is built: a leased limiter's quota is
-    // not changed live.
+    // not changed live (`docs/distributed.md`, "Leases").
     let configured = redis.configured.load();
+    let (algorithm, params) = (configured.algorithm, configured.program.params);
     let rule = match configured.program.reader {
         Reader::TokenBucket(bucket) => {
             let [interval, tolerance] = configured.program.params;
@@ -185,10 +186,13 @@ fn build(
     Ok(LeasedLimiter {
         shared: Arc::new(Shared {
             redis,
+            algorithm,
+            params,
             table,
             clock,
             counters: LeaseCounters::default(),
         }),
+        metering: crate::meter::Metering::NONE,
     })
 }
 

@@ -41,6 +41,15 @@ impl DirectLeasedLimiter {
         DirectLeasedLimiter { keyed, key }
     }
 
+    /// The same limiter over `change(keyed)`, for [`named`](Self::named).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn map_keyed(self, change: impl FnOnce(LeasedLimiter) -> LeasedLimiter) -> Self {
+        DirectLeasedLimiter {
+            keyed: change(self.keyed),
+            key: self.key,
+        }
+    }
+
     /// Decides one request of weight 1, and counts it if admitted.
     ///
     /// # Errors

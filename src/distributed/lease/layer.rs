@@ -5,9 +5,10 @@ use std::fmt::Display;
 use std::future::Future;
 
 use super::key_bytes::KeyBytes;
+use super::ledger::LeaseRule;
 use super::limiter::LeasedLimiter;
 use crate::distributed::DecidedBy;
-use crate::middleware::{LimiterError, Origin, Policy, RateLimiter};
+use crate::middleware::{AnnouncedPolicy, LimiterError, Origin, Policy, RateLimiter};
 use crate::{CostTooLarge, Decision};
 
 /// Where a decision's units were counted: in Redis (by a lease taken from it, or by the
@@ -46,7 +47,7 @@ impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
 
     fn decide_now(&self, key: &K, cost: u64) -> Option<Result<Decision, LimiterError>> {
         let shared = &self.shared;
-        if let Err(error) = CostTooLarge::check(cost, shared.redis.capacity()) {
+        if let Err(error) = CostTooLarge::check(cost, shared.capacity()) {
             return Some(Err(error.into()));
         }
         // A clock out of range: the asynchronous path says so.
@@ -54,11 +55,24 @@ impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
         let text = KeyBytes::of(key);
         let hash = shared.table.hash(text.as_bytes());
         shared
-            .spend_locally(text.as_str(), hash, local, cost)
+            .spend_locally(&self.metering, text.as_str(), hash, local, cost)
             .map(|answer| Ok(answer.decision))
     }
 
+    /// The quota the leases are taken from (the one it was built with, whatever
+    /// `per_decision().set_algorithm` did since), at the rate the script runs it, as
+    /// [`RedisLimiter`](crate::distributed::RedisLimiter)'s.
     fn policy(&self) -> Policy {
-        RateLimiter::<K>::policy(self.per_decision())
+        let shared = &self.shared;
+        let policy = shared.algorithm.policy();
+        match shared.table.rule() {
+            LeaseRule::Bucket { bucket, .. } => policy.running_at(bucket.emission_interval()),
+            LeaseRule::Window { .. } => policy,
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    fn meter(&self) -> Option<&crate::metrics::Meter> {
+        LeasedLimiter::meter(self)
     }
 }

@@ -16,6 +16,7 @@ use crate::distributed::{
     DecidedBy, Failure, FailurePolicy, RedisAlgorithm, RedisCheckError, RedisConfigError, RedisDecision,
     RedisFailureCause, RedisLimiter, RedisResetError,
 };
+use crate::meter::Metering;
 use crate::{CostTooLarge, Decision};
 
 /// A keyed limiter that spends, locally, units it leased from a quota shared through Redis
@@ -29,7 +30,8 @@ use crate::{CostTooLarge, Decision};
 /// the quota: every unit was taken from it in Redis before it is spent, and spent only while
 /// it is valid. What it costs: a unit leased and not spent is a unit the rest of the fleet is
 /// refused, until it passes (a bucket's slot when its time comes, a window's units when it
-/// ends) or is given back ([`release`](Self::release)).
+/// ends) or is given back ([`release`](Self::release), or dropping the limiter in a tokio
+/// runtime).
 ///
 /// Cheap to share across tasks (`Arc` it, or use it through a reference); a refresh runs on a
 /// task of the tokio runtime that made the decision which started it.
@@ -55,6 +57,9 @@ use crate::{CostTooLarge, Decision};
 /// ```
 pub struct LeasedLimiter {
     pub(super) shared: Arc<Shared>,
+    /// Its meter, once named (feature `metrics`): each caller's own, so that naming it needs
+    /// no access to what its refresh tasks share.
+    pub(crate) metering: Metering,
 }
 
 /// What the limiter and its refresh tasks share.
@@ -62,6 +67,12 @@ pub(super) struct Shared {
     /// The per-decision limiter: its connection, breakers, keys, clock, deadline and policy
     /// (and its peeks and resets).
     pub(super) redis: RedisLimiter,
+    /// The quota the leases are taken from, as the limiter was built: the one every lease
+    /// script is sent and every spend is read under (`table`'s rule), whatever
+    /// [`RedisLimiter::set_algorithm`] later does to `redis`.
+    pub(super) algorithm: RedisAlgorithm,
+    /// `algorithm`'s script parameters.
+    pub(super) params: [u64; 2],
     pub(super) table: LeaseTable,
     pub(super) clock: LocalClock,
     pub(super) counters: LeaseCounters,
@@ -108,7 +119,7 @@ impl LeasedLimiter {
     /// [`RedisCheckError::WrongType`] or [`RedisCheckError::CorruptState`] for a key holding
     /// something else, [`RedisCheckError::TimeOutOfRange`] for a client time past 2^52 µs.
     pub async fn check_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
-        self.shared.check_n(key, cost).await
+        self.shared.check_n(&self.metering, key, cost).await
     }
 
     /// What [`check`](Self::check) would answer, without counting anything.
@@ -126,12 +137,12 @@ impl LeasedLimiter {
     /// As for [`check_n`](Self::check_n).
     pub async fn peek_n(&self, key: &str, cost: u64) -> Result<RedisDecision, RedisCheckError> {
         let shared = &self.shared;
-        CostTooLarge::check(cost, shared.redis.capacity())?;
+        CostTooLarge::check(cost, shared.capacity())?;
         let local = shared.clock.now()?;
         let hash = shared.table.hash(key.as_bytes());
         match shared.table.peek(hash, local, cost) {
             Spend::Lease { decision, .. } | Spend::Refused { decision } => Ok(by_lease(decision)),
-            Spend::Ask(_) => shared.redis.peek_n(key, cost).await,
+            Spend::Ask(_) => self.metering.peeked(shared.redis.peek_n(key, cost)).await,
         }
     }
 
@@ -154,10 +165,11 @@ impl LeasedLimiter {
     /// bucket's last range while it still ends its key's queue (`gcra_refund.lua` with the
     /// range's end), a window's units while it lasts (`fixed_window_return.lua`). Nothing is
     /// spent from them afterwards (a later request asks for a new lease). Returns the units
-    /// given back. For a process that stops, before it drops the limiter: what it does not
-    /// give back passes unused (a slot when its time comes, a window's units when it ends).
+    /// given back. Dropping the limiter in a tokio runtime does the same on a task; a process
+    /// that stops awaits this instead, to know its units are back before it exits. What is not
+    /// given back passes unused (a slot when its time comes, a window's units when it ends).
     pub async fn release(&self) -> u64 {
-        self.shared.release().await
+        self.shared.release(&self.metering).await
     }
 
     /// One round trip that tells whether this configuration can work at all:
@@ -186,12 +198,12 @@ impl LeasedLimiter {
 
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> RedisAlgorithm {
-        self.shared.redis.algorithm()
+        self.shared.algorithm
     }
 
     /// The heaviest request that can ever pass.
     pub fn capacity(&self) -> u64 {
-        self.shared.redis.capacity()
+        self.shared.capacity()
     }
 
     /// The most units one lease holds.
@@ -231,28 +243,42 @@ fn by_lease(decision: Decision) -> RedisDecision {
 }
 
 impl Shared {
+    /// The heaviest request that can ever pass, under the quota the leases are taken from.
+    #[inline]
+    pub(super) fn capacity(&self) -> u64 {
+        self.table.rule().capacity()
+    }
+
     /// See [`LeasedLimiter::check_n`].
     pub(super) async fn check_n(
         self: &Arc<Self>,
+        metering: &Metering,
         key: &str,
         cost: u64,
     ) -> Result<RedisDecision, RedisCheckError> {
-        CostTooLarge::check(cost, self.redis.capacity())?;
+        CostTooLarge::check(cost, self.capacity())?;
         let local = self.clock.now()?;
         let hash = self.table.hash(key.as_bytes());
-        match self.spend(key, hash, local, cost) {
+        match self.spend(metering, key, hash, local, cost) {
             Ok(decision) => Ok(decision),
-            Err(ask) => self.ask(key, hash, ask).await,
+            Err(ask) => self.ask(metering, key, hash, ask).await,
         }
     }
 
     /// The decision from what this process holds, starting a refresh if the lease ran low; or
     /// the round trip to make.
     #[inline]
-    fn spend(self: &Arc<Self>, key: &str, hash: u64, local: u64, cost: u64) -> Result<RedisDecision, Ask> {
+    fn spend(
+        self: &Arc<Self>,
+        metering: &Metering,
+        key: &str,
+        hash: u64,
+        local: u64,
+        cost: u64,
+    ) -> Result<RedisDecision, Ask> {
         match self.table.spend(hash, local, cost) {
             Spend::Ask(ask) => Err(ask),
-            spend => Ok(self.decided_locally(key, hash, spend)),
+            spend => Ok(self.decided_locally(metering, key, hash, spend)),
         }
     }
 
@@ -262,45 +288,64 @@ impl Shared {
     #[inline]
     pub(super) fn spend_locally(
         self: &Arc<Self>,
+        metering: &Metering,
         key: &str,
         hash: u64,
         local: u64,
         cost: u64,
     ) -> Option<RedisDecision> {
         let spend = self.table.spend_locally(hash, local, cost)?;
-        Some(self.decided_locally(key, hash, spend))
+        Some(self.decided_locally(metering, key, hash, spend))
     }
 
-    /// A local spend's answer; a refresh it asked for is started (`key` is copied for it).
-    fn decided_locally(self: &Arc<Self>, key: &str, hash: u64, spend: Spend) -> RedisDecision {
+    /// A local spend's answer, counted on this thread's lane of `metering`; a refresh it asked
+    /// for is started (`key` is copied for it).
+    fn decided_locally(
+        self: &Arc<Self>,
+        metering: &Metering,
+        key: &str,
+        hash: u64,
+        spend: Spend,
+    ) -> RedisDecision {
         self.counters.local_decision();
-        match spend {
+        let decision = match spend {
             Spend::Lease { decision, refresh } => {
                 if let Some(ask) = refresh {
-                    self.start_refresh(key.to_owned(), hash, ask);
+                    self.start_refresh(metering, key.to_owned(), hash, ask);
                 }
-                by_lease(decision)
+                decision
             }
-            Spend::Refused { decision } => by_lease(decision),
+            Spend::Refused { decision } => decision,
             // Not a local decision (never passed here).
-            Spend::Ask(_) => by_lease(Decision::denied(0, 0, 0)),
-        }
+            Spend::Ask(_) => Decision::denied(0, 0, 0),
+        };
+        by_lease(metering.counted(decision))
     }
 
     /// A request's round trip: Redis decides it, and the lease it grants is installed.
-    pub(super) async fn ask(&self, key: &str, hash: u64, ask: Ask) -> Result<RedisDecision, RedisCheckError> {
+    pub(super) async fn ask(
+        &self,
+        metering: &Metering,
+        key: &str,
+        hash: u64,
+        ask: Ask,
+    ) -> Result<RedisDecision, RedisCheckError> {
         let mut guard = AskGuard {
             table: &self.table,
             hash,
             armed: ask.sized,
         };
         let redis_key = self.redis.redis_key(key);
-        let failure = match self.round_trip(&redis_key, &ask).await {
+        let failure = match self.round_trip(metering, &redis_key, &ask).await {
             Ok((grant, sent)) => {
                 guard.armed = false;
-                self.install(key, hash, &ask, &grant, sent);
+                self.install(metering, key, hash, &ask, &grant, sent);
                 match self.table.rule().answer(&grant, ask.cost) {
-                    Some(decision) => return Ok(RedisDecision::by_redis(decision)),
+                    Some(decision) => {
+                        let answer = RedisDecision::by_redis(decision);
+                        metering.redis_decided(&answer, true);
+                        return Ok(answer);
+                    }
                     None => Failure::Reply,
                 }
             }
@@ -312,23 +357,28 @@ impl Shared {
         let (decision, decided_by, _) =
             redis
                 .policy
-                .decide(key, ask.cost, Mode::Check, redis.capacity(), redis.probe_interval);
-        Ok(RedisDecision {
+                .decide(key, ask.cost, Mode::Check, self.capacity(), redis.probe_interval);
+        let answer = RedisDecision {
             decision,
             decided_by,
             failure: Some(failure),
-        })
+        };
+        metering.redis_decided(&answer, true);
+        Ok(answer)
     }
 
     /// Starts a refresh of `key`'s lease on a task of the current tokio runtime (none: the
     /// refresh is dropped, and a later request asks).
-    fn start_refresh(self: &Arc<Self>, key: String, hash: u64, ask: Ask) {
+    fn start_refresh(self: &Arc<Self>, metering: &Metering, key: String, hash: u64, ask: Ask) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.table.abandon(hash);
             return;
         };
         self.counters.refresh();
         let shared = Arc::clone(self);
+        // An `Arc` with the `metrics` feature; nothing (and `Copy`) without it.
+        #[allow(clippy::clone_on_copy)]
+        let metering = metering.clone();
         runtime.spawn(async move {
             let mut guard = AskGuard {
                 table: &shared.table,
@@ -336,14 +386,18 @@ impl Shared {
                 armed: true,
             };
             let redis_key = shared.redis.redis_key(&key);
-            if let Ok((grant, sent)) = shared.round_trip(&redis_key, &ask).await {
-                guard.armed = false;
-                shared.install(&key, hash, &ask, &grant, sent);
+            match shared.round_trip(&metering, &redis_key, &ask).await {
+                Ok((grant, sent)) => {
+                    guard.armed = false;
+                    shared.install(&metering, &key, hash, &ask, &grant, sent);
+                }
+                Err(Missed::Failure(failure)) => metering.redis_failed(failure),
+                Err(Missed::Key(_)) => {}
             }
         });
     }
 
-    fn install(&self, key: &str, hash: u64, ask: &Ask, grant: &Grant, sent: u64) {
+    fn install(&self, metering: &Metering, key: &str, hash: u64, ask: &Ask, grant: &Grant, sent: u64) {
         let local = self.clock.now().unwrap_or(sent);
         let dropped = self.table.install(hash, key, ask, grant, sent, local);
         let granted = match *grant {
@@ -353,29 +407,36 @@ impl Shared {
         // A grant for a key no longer held passes unused.
         self.counters
             .leased(granted - own, dropped.unwrap_or(granted - own));
+        if granted > own {
+            metering.lease_granted(granted - own);
+        }
     }
 
     /// One call of the lease script for `ask` on `redis_key`, under the key's breaker and the
     /// deadline: the grant, and the local time the call was sent.
-    async fn round_trip(&self, redis_key: &str, ask: &Ask) -> Result<(Grant, u64), Missed> {
+    async fn round_trip(
+        &self,
+        metering: &Metering,
+        redis_key: &str,
+        ask: &Ask,
+    ) -> Result<(Grant, u64), Missed> {
         let redis = &self.redis;
         let breaker = redis.breakers.of(redis_key);
         if let Err(cause) = breaker.should_ask() {
             return Err(Missed::Failure(Failure::RecentlyDown(cause)));
         }
         let sent = self.clock.now().map_err(Missed::Key)?;
-        let (arguments, length) = packed_arguments(
-            ask.cost,
-            redis.configured.load().program.params,
-            self.clock.argument(sent),
-        );
+        let (arguments, length) = packed_arguments(ask.cost, self.params, self.clock.argument(sent));
         let want = ask.want.to_le_bytes();
         let args: [&[u8]; 2] = [&arguments[..length], &want];
         let script = scripts::lease_script(self.table.rule());
         self.counters.round_trip();
         let keys = [redis_key];
         let call = redis.connection.run(script, &keys, &args);
-        let failure = match tokio::time::timeout(redis.deadline, call).await {
+        let answer = metering
+            .lease_timed(tokio::time::timeout(redis.deadline, call))
+            .await;
+        let failure = match answer {
             Ok(Ok(reply)) => match scripts::grant(self.table.rule(), &reply, ask.cost, ask.want) {
                 Some(grant) => {
                     breaker.succeeded();
@@ -405,7 +466,7 @@ impl Shared {
     }
 
     /// See [`LeasedLimiter::release`].
-    async fn release(&self) -> u64 {
+    async fn release(&self, metering: &Metering) -> u64 {
         let Ok(local) = self.clock.now() else {
             return 0;
         };
@@ -417,11 +478,7 @@ impl Shared {
             let Ok(sent) = self.clock.now() else {
                 break;
             };
-            let (arguments, length) = packed_arguments(
-                back.units,
-                redis.configured.load().program.params,
-                self.clock.argument(sent),
-            );
+            let (arguments, length) = packed_arguments(back.units, self.params, self.clock.argument(sent));
             let end = back.end.to_le_bytes();
             let args: [&[u8]; 2] = [&arguments[..length], &end];
             let keys = [redis_key.as_str()];
@@ -439,7 +496,30 @@ impl Shared {
             }
         }
         self.counters.given_back(given);
+        metering.lease_returned(given);
         given
+    }
+}
+
+impl Drop for LeasedLimiter {
+    /// Gives back what this process's leases still hold, as [`release`](Self::release) does, on
+    /// a task of the tokio runtime it is dropped in: the rest of the fleet has those units at
+    /// once rather than when they pass. Dropped outside a runtime, or holding nothing, it gives
+    /// nothing back (what it holds passes unused, at the end of its lifetime).
+    fn drop(&mut self) {
+        if self.units_held() == 0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        // An `Arc` with the `metrics` feature; nothing (and `Copy`) without it.
+        #[allow(clippy::clone_on_copy)]
+        let metering = self.metering.clone();
+        runtime.spawn(async move {
+            shared.release(&metering).await;
+        });
     }
 }
 

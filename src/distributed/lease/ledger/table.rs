@@ -201,7 +201,9 @@ impl LeaseTable {
     }
 
     /// [`spend`](Self::spend) when it decides without a round trip; `None`, with nothing
-    /// stored, when it needs one (the caller then spends through `spend`, which asks).
+    /// stored, when it needs one (the caller then spends through `spend`, which asks). The tower
+    /// layer's synchronous path.
+    #[cfg_attr(not(any(feature = "tower", tollgate_loom)), allow(dead_code))]
     #[inline]
     pub fn spend_locally(&self, hash: u64, local: u64, cost: u64) -> Option<Spend> {
         let (shard, home, fingerprint) = self.locate(hash);
