@@ -11,6 +11,8 @@ mod wide;
 
 #[cfg(tollgate_loom)]
 pub use faults::Faults;
+#[cfg(tollgate_loom)]
+pub use locked::LogFaults;
 
 use std::fmt;
 use std::hash::Hash;
@@ -18,7 +20,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use layout::TableLayout;
-use locked::{slot_bytes, LockedShard, PerKey};
+use locked::{slot_bytes, LockedShard, LogFaults, PerKey};
 use shard::{Entry, Shard};
 use slot::SLOT_BYTES;
 use wide::WideStates;
@@ -27,7 +29,6 @@ use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::meter::{self, Metering};
-use crate::sliding_log::LogFaults;
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 

@@ -132,7 +132,7 @@ pub use distributed::Breaker;
 pub use distributed::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
-pub use keyed::Faults;
+pub use keyed::{Faults, LogFaults};
 pub use keyed::{KeyedLimiter, WhenFull};
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
@@ -143,8 +143,6 @@ pub use ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, S
 pub use live::{Live, QuotaChangeError};
 pub use policy_set::{PolicySet, SetDecision};
 pub use quota::{ParseQuotaError, Quota};
-#[cfg(tollgate_loom)]
-pub use sliding_log::LogFaults;
 pub use sliding_log::{KeyedLogLimiter, LogLimiter, SlidingLog};
 pub use time::Timestamp;
 
