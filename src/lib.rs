@@ -109,6 +109,8 @@ pub mod metrics;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
+#[cfg(feature = "tower")]
+mod policy;
 pub mod policy_set;
 mod quota;
 mod sliding_log;
