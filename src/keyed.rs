@@ -11,8 +11,6 @@ mod wide;
 
 #[cfg(tollgate_loom)]
 pub use faults::Faults;
-#[cfg(tollgate_loom)]
-pub use locked::LogFaults;
 
 use std::fmt;
 use std::hash::Hash;

@@ -134,7 +134,9 @@ pub use distributed::Breaker;
 pub use distributed::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
-pub use keyed::{Faults, LogFaults};
+pub use keyed::locked::LogFaults;
+#[cfg(tollgate_loom)]
+pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
