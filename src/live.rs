@@ -162,7 +162,6 @@ impl<A: fmt::Debug> fmt::Debug for Live<A> {
     }
 }
 
-/// Every method decides on one snapshot of the parameters, loaded at the call.
 /// The policy of the parameters in force now.
 #[cfg(feature = "tower")]
 impl<A: crate::policy::AnnouncedPolicy> crate::policy::AnnouncedPolicy for Live<A> {
@@ -171,6 +170,7 @@ impl<A: crate::policy::AnnouncedPolicy> crate::policy::AnnouncedPolicy for Live<
     }
 }
 
+/// Every method decides on one snapshot of the parameters, loaded at the call.
 impl<A: Algorithm> Algorithm for Live<A> {
     fn capacity(&self) -> u64 {
         self.current().capacity()

@@ -148,18 +148,18 @@ pub(crate) enum Refill {
 /// An algorithm whose parameters can be announced as a [`Policy`].
 ///
 /// - Windows ([`FixedWindow`](crate::FixedWindow), [`SlidingWindow`](crate::SlidingWindow),
-///   [`SlidingLog`](crate::SlidingLog)): `limit` per window. A
-///   window that is not a whole number of seconds is announced over the whole seconds that
-///   hold it, `q` scaled down; a sliding window counter admits one unit less in every window
-///   after its first, which that `q` counts: `"7/250ms"` is `q=25;w=1` (`q=28;w=1` for the
-///   fixed window and the log).
-/// - Buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket)): `burst` per the time an empty bucket takes to
-///   fill again (`burst * period / count`): `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is
-///   `q=20;w=2`. That time is the quota's exact one, not the emission interval's, which is
-///   rounded up to whole nanoseconds: `"3/s"` is `q=3;w=1`, and `"3/s burst 1"` (a third of a
-///   second) is `q=3;w=1` too. [`Policy::window`] is that time rounded up to whole nanoseconds.
-///   The announced `q` is also at most what the bucket admits in `w` seconds starting full at
-///   its rounded interval: `"999999/s burst 1"` (1001 ns per unit) is `q=999001;w=1`.
+///   [`SlidingLog`](crate::SlidingLog)): `limit` per window. A window that is not a whole
+///   number of seconds is announced over the whole seconds that hold it, `q` scaled down; a
+///   sliding window counter admits one unit less in every window after its first, which that
+///   `q` counts: `"7/250ms"` is `q=25;w=1` (`q=28;w=1` for the fixed window and the log).
+/// - Buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket)):
+///   `burst` per the time an empty bucket takes to fill again (`burst * period / count`):
+///   `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is `q=20;w=2`. That time is the quota's
+///   exact one, not the emission interval's, which is rounded up to whole nanoseconds: `"3/s"`
+///   is `q=3;w=1`, and `"3/s burst 1"` (a third of a second) is `q=3;w=1` too.
+///   [`Policy::window`] is that time rounded up to whole nanoseconds. The announced `q` is also
+///   at most what the bucket admits in `w` seconds starting full at its rounded interval:
+///   `"999999/s burst 1"` (1001 ns per unit) is `q=999001;w=1`.
 pub trait AnnouncedPolicy {
     /// The policy this algorithm enforces.
     fn policy(&self) -> Policy;
