@@ -9,6 +9,8 @@
 //! functions inside a compare-and-swap loop; tests run them on plain integers.
 
 mod admission;
+#[cfg(feature = "tower")]
+mod announced;
 mod divisor;
 mod fixed_window;
 mod gcra;
@@ -201,7 +203,7 @@ pub trait Algorithm: Send + Sync {
     /// [`PolicySet`](crate::PolicySet) member without one is left out of the fields).
     #[cfg(feature = "tower")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         None
     }
 

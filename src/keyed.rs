@@ -18,7 +18,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use layout::TableLayout;
-use locked::{slot_bytes, LockedShard, PerKey};
+use locked::{slot_bytes, LockedShard, LogFaults, PerKey};
 use shard::{Entry, Shard};
 use slot::SLOT_BYTES;
 use wide::WideStates;
@@ -27,7 +27,6 @@ use crate::algorithm::{steps, Algorithm, Transition, FRESH_STATE};
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::meter::{self, Metering};
-use crate::sliding_log::LogFaults;
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 

@@ -109,6 +109,8 @@ pub mod metrics;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
+#[cfg(feature = "tower")]
+mod policy;
 pub mod policy_set;
 mod quota;
 mod sliding_log;
@@ -132,6 +134,8 @@ pub use distributed::Breaker;
 pub use distributed::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use error::{CapacityError, CostTooLarge, QuotaError};
 #[cfg(tollgate_loom)]
+pub use keyed::locked::LogFaults;
+#[cfg(tollgate_loom)]
 pub use keyed::Faults;
 pub use keyed::{KeyedLimiter, WhenFull};
 #[cfg(tollgate_loom)]
@@ -143,8 +147,6 @@ pub use ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, S
 pub use live::{Live, QuotaChangeError};
 pub use policy_set::{PolicySet, SetDecision};
 pub use quota::{ParseQuotaError, Quota};
-#[cfg(tollgate_loom)]
-pub use sliding_log::LogFaults;
 pub use sliding_log::{KeyedLogLimiter, LogLimiter, SlidingLog};
 pub use time::Timestamp;
 

@@ -162,6 +162,14 @@ impl<A: fmt::Debug> fmt::Debug for Live<A> {
     }
 }
 
+/// The policy of the parameters in force now.
+#[cfg(feature = "tower")]
+impl<A: crate::policy::AnnouncedPolicy> crate::policy::AnnouncedPolicy for Live<A> {
+    fn policy(&self) -> crate::policy::Policy {
+        self.current().policy()
+    }
+}
+
 /// Every method decides on one snapshot of the parameters, loaded at the call.
 impl<A: Algorithm> Algorithm for Live<A> {
     fn capacity(&self) -> u64 {
@@ -233,7 +241,7 @@ impl<A: Algorithm> Algorithm for Live<A> {
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         self.current().announced()
     }
 

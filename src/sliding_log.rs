@@ -7,9 +7,8 @@
 //! - [`decide`]: the pure decision over a ring, unit-tested on its own;
 //! - [`direct`] and [`keyed`]: the limiters, which run the decision under a lock from
 //!   `crate::sync` (loom's under `--cfg tollgate_loom`); the keyed one in the locked table
-//!   `crate::keyed::locked`, which [`per_key`] fits the log into;
-//! - [`faults`]: steps of the locking that loom's broken twins leave out (of the locked keyed
-//!   table's too);
+//!   `crate::keyed::locked`, which [`per_key`] fits the log into; both take the locked
+//!   table's loom fault switches (`LogFaults`, `src/keyed/locked/faults.rs`);
 //! - [`live`]: a limit and window changed while the limiters run (`set_quota`), and [`undo`]:
 //!   an admission given back exactly (a policy set's refusal).
 //!
@@ -18,7 +17,6 @@
 mod config;
 mod decide;
 mod direct;
-mod faults;
 mod keyed;
 mod live;
 mod per_key;
@@ -28,10 +26,6 @@ mod undo;
 
 pub use config::SlidingLog;
 pub use direct::LogLimiter;
-#[cfg(tollgate_loom)]
-pub use faults::LogFaults;
-#[cfg(not(tollgate_loom))]
-pub(crate) use faults::LogFaults;
 pub use keyed::KeyedLogLimiter;
 #[cfg(all(test, not(tollgate_loom)))]
 pub(crate) use state::LogState;

@@ -281,8 +281,8 @@ impl FixedWindow {
 
 impl Algorithm for FixedWindow {
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(self))
     }
 
     fn capacity(&self) -> u64 {

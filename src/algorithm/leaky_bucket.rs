@@ -79,8 +79,8 @@ impl LeakyBucket {
 
 impl Algorithm for LeakyBucket {
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(self))
     }
 
     fn capacity(&self) -> u64 {

@@ -350,8 +350,8 @@ impl SlidingWindow {
 
 impl Algorithm for SlidingWindow {
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(self))
     }
 
     fn capacity(&self) -> u64 {

@@ -66,8 +66,8 @@ impl TokenBucket {
 
 impl Algorithm for TokenBucket {
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(self))
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(self))
     }
 
     fn capacity(&self) -> u64 {

@@ -29,10 +29,16 @@
 //! Locks are always taken insert lock first, then one slot's lock, and a decision holds no slot
 //! lock when it takes the insert lock: no deadlock.
 
+mod faults;
+
 use crossbeam_utils::CachePadded;
 
+#[cfg(tollgate_loom)]
+pub use faults::LogFaults;
+#[cfg(not(tollgate_loom))]
+pub(crate) use faults::LogFaults;
+
 use super::layout::TableLayout;
-use crate::sliding_log::LogFaults;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Decision;
 
@@ -460,8 +466,8 @@ impl<V> LockedShard<V> {
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
-    use super::{slot_bytes, LockedShard, PerKey, MAX_PROBE};
-    use crate::sliding_log::{LogFaults, LogState};
+    use super::{slot_bytes, LockedShard, LogFaults, PerKey, MAX_PROBE};
+    use crate::sliding_log::LogState;
     use crate::Decision;
 
     /// A key's value is the time it is idle again; each request admitted makes it `now + 1_000`.

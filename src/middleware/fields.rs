@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::policy::{ExactWindow, Policy, Refill};
+use crate::policy::{ExactWindow, Policy, Refill};
 use crate::Decision;
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");

@@ -7,10 +7,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::policy::{AnnouncedPolicy, Policy};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::live::LogQuota;
+use crate::policy::{AnnouncedPolicy, Policy};
 use crate::{CostTooLarge, Decision, KeyedLimiter, KeyedLogLimiter, Outcome, Timestamp};
 
 /// A limiter the layer can put in front of a service: a [`Decision`] per key.

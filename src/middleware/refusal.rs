@@ -147,7 +147,7 @@ fn grpc_code(status: StatusCode) -> u16 {
 mod tests {
     use super::*;
     use crate::middleware::fields::QuotedName;
-    use crate::middleware::policy::Policy;
+    use crate::policy::Policy;
 
     #[test]
     fn http_statuses_map_to_the_closest_grpc_codes() {

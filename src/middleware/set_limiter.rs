@@ -5,7 +5,7 @@ use std::future::{ready, Future};
 use std::time::Duration;
 
 use super::limiter::{LimiterError, NamedPolicy, Origin, RateLimiter};
-use super::policy::Policy;
+use crate::policy::Policy;
 use crate::{Decision, Outcome, PolicySet, SetDecision};
 
 impl<K: Sync> RateLimiter<K> for PolicySet<K> {

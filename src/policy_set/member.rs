@@ -49,7 +49,7 @@ pub trait SetMember<K: ?Sized>: Send + Sync {
     /// then left out of the fields).
     #[cfg(feature = "tower")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         None
     }
 }
@@ -81,7 +81,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock> SetMember<K> for DirectLimiter<A, C> {
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         self.algorithm().announced()
     }
 }
@@ -113,7 +113,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> SetMember<K> for KeyedLimiter<K, 
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         self.algorithm().announced()
     }
 }
@@ -145,8 +145,8 @@ impl<K: ?Sized, C: Clock, L: LogQuota> SetMember<K> for LogLimiter<C, L> {
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(
             &*self.algorithm().current(),
         ))
     }
@@ -179,8 +179,8 @@ impl<K: Hash + ?Sized, C: Clock, L: LogQuota> SetMember<K> for KeyedLogLimiter<K
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
-        Some(crate::middleware::AnnouncedPolicy::policy(
+    fn announced(&self) -> Option<crate::policy::Policy> {
+        Some(crate::policy::AnnouncedPolicy::policy(
             &*self.algorithm().current(),
         ))
     }
@@ -213,7 +213,7 @@ impl<K: ?Sized, M: SetMember<K> + ?Sized> SetMember<K> for Arc<M> {
     }
 
     #[cfg(feature = "tower")]
-    fn announced(&self) -> Option<crate::middleware::Policy> {
+    fn announced(&self) -> Option<crate::policy::Policy> {
         (**self).announced()
     }
 }

@@ -84,3 +84,29 @@ impl SlidingLog {
         usize::try_from(self.limit).unwrap_or(usize::MAX)
     }
 }
+
+/// `limit` per window; its units come back as old requests leave the window, at times a
+/// decision does not tell.
+#[cfg(feature = "tower")]
+impl crate::policy::AnnouncedPolicy for SlidingLog {
+    fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(self.limit(), self.window())
+    }
+}
+
+#[cfg(all(test, feature = "tower"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::SlidingLog;
+    use crate::policy::{AnnouncedPolicy, Policy};
+
+    #[test]
+    fn the_log_announces_its_limit_per_window() -> Result<(), Box<dyn std::error::Error>> {
+        assert_eq!(
+            SlidingLog::new("5/10s".parse()?)?.policy(),
+            Policy::new(5, Duration::from_secs(10))
+        );
+        Ok(())
+    }
+}

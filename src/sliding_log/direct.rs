@@ -4,12 +4,12 @@ use std::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use super::faults::LogFaults;
 use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::direct::decision_methods;
 use crate::error::CostTooLarge;
+use crate::keyed::locked::LogFaults;
 use crate::live::LogQuota;
 use crate::meter::Metering;
 use crate::sync::{lock, Mutex, MutexGuard};

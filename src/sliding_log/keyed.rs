@@ -4,13 +4,13 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use super::faults::LogFaults;
 use super::state::LogState;
 use super::SlidingLog;
 use crate::clock::{Clock, PreciseClock};
 use crate::error::{CapacityError, CostTooLarge};
 use crate::keyed::decision_methods;
 use crate::keyed::layout::TableLayout;
+use crate::keyed::locked::LogFaults;
 use crate::keyed::locked::{slot_bytes, LockedShard, PerKey};
 use crate::live::LogQuota;
 use crate::meter::Metering;

@@ -4,7 +4,7 @@
 //! the bug that step prevents. Only `--cfg tollgate_loom` builds can set them; in every other
 //! build the table holds no faults and the compiler removes the checks.
 
-use crate::sliding_log::LogFaults;
+use crate::keyed::locked::LogFaults;
 
 /// Steps of the leases' locking that a broken twin leaves out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,8 +1,11 @@
-//! The quota a limiter announces in the `RateLimit-Policy` field.
+//! The quota a limiter announces (feature `tower`): its units per window and how used units
+//! come back. The tower layer states it in the `RateLimit-Policy` and `RateLimit` fields
+//! (`src/middleware/fields.rs`); each algorithm says its own (`src/algorithm/announced.rs`,
+//! `src/sliding_log/config.rs`, `src/live.rs`).
 
 use std::time::Duration;
 
-use crate::{FixedWindow, LeakyBucket, Live, Quota, SlidingLog, SlidingWindow, TokenBucket};
+use crate::Quota;
 
 /// A quota as the IETF RateLimit fields state it (draft-ietf-httpapi-ratelimit-headers):
 /// `quota` units per `window`, written `q` and `w` (`w` in whole seconds: a window that is not a
@@ -84,7 +87,7 @@ pub(crate) struct ExactWindow {
 
 impl ExactWindow {
     /// `window`, a whole number of nanoseconds.
-    fn of(window: Duration) -> ExactWindow {
+    pub(crate) fn of(window: Duration) -> ExactWindow {
         ExactWindow {
             nanos: window.as_nanos(),
             per: 1,
@@ -144,18 +147,19 @@ pub(crate) enum Refill {
 
 /// An algorithm whose parameters can be announced as a [`Policy`].
 ///
-/// - Windows ([`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]): `limit` per window. A
-///   window that is not a whole number of seconds is announced over the whole seconds that
-///   hold it, `q` scaled down; a sliding window counter admits one unit less in every window
-///   after its first, which that `q` counts: `"7/250ms"` is `q=25;w=1` (`q=28;w=1` for the
-///   fixed window and the log).
-/// - Buckets ([`TokenBucket`], [`LeakyBucket`]): `burst` per the time an empty bucket takes to
-///   fill again (`burst * period / count`): `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is
-///   `q=20;w=2`. That time is the quota's exact one, not the emission interval's, which is
-///   rounded up to whole nanoseconds: `"3/s"` is `q=3;w=1`, and `"3/s burst 1"` (a third of a
-///   second) is `q=3;w=1` too. [`Policy::window`] is that time rounded up to whole nanoseconds.
-///   The announced `q` is also at most what the bucket admits in `w` seconds starting full at
-///   its rounded interval: `"999999/s burst 1"` (1001 ns per unit) is `q=999001;w=1`.
+/// - Windows ([`FixedWindow`](crate::FixedWindow), [`SlidingWindow`](crate::SlidingWindow),
+///   [`SlidingLog`](crate::SlidingLog)): `limit` per window. A window that is not a whole
+///   number of seconds is announced over the whole seconds that hold it, `q` scaled down; a
+///   sliding window counter admits one unit less in every window after its first, which that
+///   `q` counts: `"7/250ms"` is `q=25;w=1` (`q=28;w=1` for the fixed window and the log).
+/// - Buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket)):
+///   `burst` per the time an empty bucket takes to fill again (`burst * period / count`):
+///   `"100/min"` is `q=100;w=60`, `"10/s burst 20"` is `q=20;w=2`. That time is the quota's
+///   exact one, not the emission interval's, which is rounded up to whole nanoseconds: `"3/s"`
+///   is `q=3;w=1`, and `"3/s burst 1"` (a third of a second) is `q=3;w=1` too.
+///   [`Policy::window`] is that time rounded up to whole nanoseconds. The announced `q` is also
+///   at most what the bucket admits in `w` seconds starting full at its rounded interval:
+///   `"999999/s burst 1"` (1001 ns per unit) is `q=999001;w=1`.
 pub trait AnnouncedPolicy {
     /// The policy this algorithm enforces.
     fn policy(&self) -> Policy;
@@ -165,7 +169,7 @@ pub trait AnnouncedPolicy {
 /// per `period` ns (`burst * period / count`, at most `burst` rounded-up intervals: validated
 /// at construction to fit a `u64` of nanoseconds); one unit coming back every `interval` (the
 /// rate the bucket runs at); `shaped` when admitted requests wait for their slot.
-fn bucket_policy(quota: Quota, interval: Duration, shaped: bool) -> Policy {
+pub(crate) fn bucket_policy(quota: Quota, interval: Duration, shaped: bool) -> Policy {
     let burst = quota.burst();
     let exact = ExactWindow::new(
         u128::from(burst) * quota.period().as_nanos(),
@@ -177,103 +181,5 @@ fn bucket_policy(quota: Quota, interval: Duration, shaped: bool) -> Policy {
         window: Duration::from_nanos(window),
         refill: Refill::Steady { interval, shaped },
         exact,
-    }
-}
-
-impl AnnouncedPolicy for TokenBucket {
-    fn policy(&self) -> Policy {
-        bucket_policy(self.quota(), self.emission_interval(), false)
-    }
-}
-
-impl AnnouncedPolicy for LeakyBucket {
-    fn policy(&self) -> Policy {
-        bucket_policy(self.quota(), self.emission_interval(), true)
-    }
-}
-
-impl AnnouncedPolicy for FixedWindow {
-    fn policy(&self) -> Policy {
-        Policy {
-            refill: Refill::AtWindowEnd,
-            ..Policy::new(self.limit(), self.window())
-        }
-    }
-}
-
-impl AnnouncedPolicy for SlidingWindow {
-    fn policy(&self) -> Policy {
-        Policy {
-            refill: Refill::Sliding,
-            ..Policy::new(self.limit(), self.window())
-        }
-    }
-}
-
-impl AnnouncedPolicy for SlidingLog {
-    fn policy(&self) -> Policy {
-        Policy::new(self.limit(), self.window())
-    }
-}
-
-/// The policy of the parameters in force now.
-impl<A: AnnouncedPolicy> AnnouncedPolicy for Live<A> {
-    fn policy(&self) -> Policy {
-        self.current().policy()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_algorithm_announces_its_quota() -> Result<(), Box<dyn std::error::Error>> {
-        let minute = Duration::from_secs(60);
-        assert_eq!(
-            TokenBucket::new("100/min".parse()?)?.policy(),
-            Policy {
-                quota: 100,
-                window: minute,
-                refill: Refill::Steady {
-                    interval: Duration::from_millis(600),
-                    shaped: false,
-                },
-                exact: ExactWindow::of(minute),
-            }
-        );
-        assert_eq!(
-            LeakyBucket::new("10/s burst 20".parse()?)?.policy(),
-            Policy {
-                quota: 20,
-                window: Duration::from_secs(2),
-                refill: Refill::Steady {
-                    interval: Duration::from_millis(100),
-                    shaped: true,
-                },
-                exact: ExactWindow::of(Duration::from_secs(2)),
-            }
-        );
-        assert_eq!(
-            FixedWindow::new("100/min".parse()?)?.policy(),
-            Policy {
-                quota: 100,
-                window: minute,
-                refill: Refill::AtWindowEnd,
-                exact: ExactWindow::of(minute),
-            }
-        );
-        assert_eq!(
-            SlidingWindow::new("7/250ms".parse()?)?.policy(),
-            Policy {
-                refill: Refill::Sliding,
-                ..Policy::new(7, Duration::from_millis(250))
-            }
-        );
-        assert_eq!(
-            SlidingLog::new("5/10s".parse()?)?.policy(),
-            Policy::new(5, Duration::from_secs(10))
-        );
-        Ok(())
     }
 }

@@ -1,11 +1,13 @@
-//! Deliberate flaws for the broken twins of the sliding log's loom models
-//! (`loom-tests/tests/sliding_log*.rs`).
+//! Deliberate flaws for the broken twins of the locked table's loom models: the sliding log's
+//! (`loom-tests/tests/sliding_log*.rs`), a keyed wide window's (`loom-tests/tests/keyed_wide.rs`)
+//! and the leases' (`src/distributed/lease/ledger/faults.rs`).
 //!
-//! Each flag removes one step of the log's locking, so that the models can show loom finds the
+//! Each flag removes one step of the locking, so that the models can show loom finds the
 //! bug that step prevents. Only `--cfg tollgate_loom` builds can set them; in every other build
 //! they are the constant [`LogFaults::NONE`] and the compiler removes the checks.
 
-/// Steps of the sliding log's locking that a broken twin leaves out.
+/// Steps of the locked table's locking (and the direct sliding log's) that a broken twin leaves
+/// out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(not(tollgate_loom), allow(unreachable_pub, dead_code))]
 pub struct LogFaults {
