@@ -357,6 +357,7 @@ impl<V> LockedShard<V> {
 
     /// Runs `f` on the value of every slot that ever held a key, under that slot's lock, one
     /// slot at a time (a value that changes meanwhile is seen as it is when its slot is locked).
+    #[cfg(any(feature = "redis", tollgate_loom))]
     pub(crate) fn visit(&self, mut f: impl FnMut(&mut V)) {
         for slot in self.slots.iter() {
             // Relaxed: an empty tag is final for this walk (a key inserted meanwhile is left
