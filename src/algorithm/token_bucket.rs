@@ -7,7 +7,7 @@ use crate::{Decision, Quota, Timestamp};
 
 use super::gcra::Gcra;
 use super::wide_gcra::WideGcra;
-use super::{low_half, Algorithm, Transition};
+use super::{low_half, Algorithm, OutOfLine, Transition};
 
 /// Token bucket: holds up to `burst` tokens, refilled at `count` per `period`; a request of
 /// weight `n` takes `n` tokens or is refused.
@@ -100,10 +100,8 @@ impl Algorithm for TokenBucket {
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        let wide = |tat, now, cost| {
-            self.decide_wide(u128::from(tat), Timestamp::from_nanos(now), cost)
-                .low_half()
-        };
+        let wide =
+            |tat, now, cost| Transition::from_out_of_line(self.decide_low_half_out_of_line(tat, now, cost));
         self.gcra
             .decide_or(state, now.as_nanos(), cost, false, Some(wide))
     }
@@ -152,8 +150,39 @@ impl Algorithm for TokenBucket {
         cost: u64,
         wide: impl FnOnce(Timestamp, u64) -> Decision,
     ) -> Transition {
-        let wide = |tat, now, cost| Transition::refuse(tat, wide(Timestamp::from_nanos(now), cost));
+        let in_cell = |tat, now, cost| {
+            Transition::from_out_of_line(Self::decide_in_cell_out_of_line(tat, now, cost, wide))
+        };
         self.gcra
-            .decide_or(state, now.as_nanos(), cost, false, Some(wide))
+            .decide_or(state, now.as_nanos(), cost, false, Some(in_cell))
+    }
+}
+
+impl TokenBucket {
+    /// A [wide](Algorithm::is_wide) bucket's 64-bit `decide`: its state zero-extended, decided
+    /// by `decide_wide`. Out of line, so that the 64-bit step it is reached from keeps the
+    /// registers and instructions it has without it (as the windows' general paths: see
+    /// [`OutOfLine`]).
+    #[cold]
+    #[inline(never)]
+    fn decide_low_half_out_of_line(&self, tat: u64, now: u64, cost: u64) -> OutOfLine {
+        let Transition { state, decision } = self
+            .decide_wide(u128::from(tat), Timestamp::from_nanos(now), cost)
+            .low_half();
+        (state, decision)
+    }
+
+    /// A [wide](Algorithm::is_wide) bucket's decision on the limiter's 128-bit cell (`wide`),
+    /// leaving the 64-bit state `tat` as it is. Out of line, as
+    /// [`decide_low_half_out_of_line`](Self::decide_low_half_out_of_line).
+    #[cold]
+    #[inline(never)]
+    fn decide_in_cell_out_of_line(
+        tat: u64,
+        now: u64,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> OutOfLine {
+        (tat, wide(Timestamp::from_nanos(now), cost))
     }
 }
