@@ -161,8 +161,9 @@ pub trait Algorithm: Send + Sync {
     ///
     /// A wide configuration's 64-bit methods decide the state zero-extended to 128 bits (a
     /// window index of 0) and return the low 64 bits of what they store: meaningful only for
-    /// such states; the limiters never call them for it. (A wide token bucket's 64-bit
-    /// `is_idle` is true only where `is_idle_wide` is, and its refunds give nothing back.)
+    /// such states; the limiters never call them for it. A wide [`TokenBucket`]'s are safe
+    /// rather than meaningful: its 64-bit `decide` refuses every request, its `is_idle` is true
+    /// only where `is_idle_wide` is, and its refunds give nothing back.
     fn is_wide(&self) -> bool {
         false
     }
