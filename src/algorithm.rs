@@ -2,9 +2,10 @@
 //! algorithm, with no atomics and no clock.
 //!
 //! Every algorithm keeps its whole state in one `u64` whose bit layout its module documents,
-//! but a window whose limit does not fit one word beside its window index: its state then takes
-//! 128 bits ([`Algorithm::is_wide`], chosen at construction from the quota), and it is decided
-//! by the `_wide` methods. Every algorithm's fresh state (a limiter never used) is `0`. The
+//! but a window whose limit does not fit one word beside its window index, and a token bucket
+//! whose rate whole nanoseconds cannot hold within 1%: its state then takes 128 bits
+//! ([`Algorithm::is_wide`], chosen at construction from the quota), and it is decided by the
+//! `_wide` methods. Every algorithm's fresh state (a limiter never used) is `0`. The
 //! atomic cell ([`DirectLimiter`](crate::DirectLimiter), and the keyed table) runs these
 //! functions inside a compare-and-swap loop; tests run them on plain integers.
 
@@ -18,6 +19,7 @@ mod leaky_bucket;
 mod sliding_window;
 pub(crate) mod steps;
 mod token_bucket;
+mod wide_gcra;
 mod window;
 
 pub use admission::Admission;
@@ -151,7 +153,9 @@ pub trait Algorithm: Send + Sync {
 
     /// Whether this configuration keeps its state in 128 bits, decided by the `_wide` methods:
     /// a window whose limit does not fit one 64-bit word beside its window index
-    /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]). Chosen at
+    /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]), or a
+    /// [`TokenBucket`] whose emission interval whole nanoseconds would run over 1% slow (its
+    /// TAT in units of `1 / count` ns: see its "Rounding"). Chosen at
     /// construction, from the quota; the limiters then hold a 128-bit cell instead of a 64-bit
     /// one (the direct limiter a 16-byte atomic, the keyed table a slot with a short lock per
     /// key: `docs/design.md`, "Wide states"). The default is `false`: every other algorithm's
@@ -159,7 +163,9 @@ pub trait Algorithm: Send + Sync {
     ///
     /// A wide configuration's 64-bit methods decide the state zero-extended to 128 bits (a
     /// window index of 0) and return the low 64 bits of what they store: meaningful only for
-    /// such states; the limiters never call them for it.
+    /// such states; the limiters never call them for it. A wide [`TokenBucket`]'s are safe
+    /// rather than meaningful: its 64-bit `decide` refuses every request, its `is_idle` is true
+    /// only where `is_idle_wide` is, and its refunds give nothing back.
     fn is_wide(&self) -> bool {
         false
     }

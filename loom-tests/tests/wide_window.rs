@@ -1,7 +1,9 @@
-//! loom models of the windows' 128-bit state in a [`DirectLimiter`](tollgate::DirectLimiter):
-//! its compare-and-swap loop on the 16-byte word (`cell::update_wide`), reached from the 64-bit
-//! one through the window's general path. Each with a broken twin loom must reject. Quotas: 2
-//! per 1 s window, built wide (`with_wide_state`, the layout of a limit too large for one word).
+//! loom models of the 128-bit state in a [`DirectLimiter`](tollgate::DirectLimiter): its
+//! compare-and-swap loop on the 16-byte word (`cell::update_wide`), reached from the 64-bit one
+//! through the window's general path, or through the token bucket's weightless branch (a rate
+//! whole nanoseconds cannot hold, kept exactly). Each with a broken twin loom must reject.
+//! Quotas: 2 per 1 s window, built wide (`with_wide_state`, the layout of a limit too large for
+//! one word); 3 per 10 ns, burst 3, for the bucket.
 //!
 //! Invariant of every model here (see `loom_tests::Model`): in every execution, the threads'
 //! decisions and the final 128-bit state are those of some sequential order of the same
@@ -13,7 +15,7 @@
 
 use loom_tests::{ms, Model, RacyWideLimiter, Request, Shipped};
 use tollgate::algorithm::Algorithm;
-use tollgate::{FixedWindow, Quota, SlidingWindow};
+use tollgate::{FixedWindow, Quota, SlidingWindow, TokenBucket};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -55,6 +57,18 @@ fn fixed_two_threads() -> std::result::Result<Model<FixedWindow>, Box<dyn std::e
     Ok(model)
 }
 
+/// A token bucket of 3 per 10 ns, burst 3 (wide): two threads ask for 2 units each at the same
+/// instant; one passes.
+fn bucket_two_threads() -> std::result::Result<Model<TokenBucket>, Box<dyn std::error::Error>> {
+    let bucket = TokenBucket::new(Quota::new(3, std::time::Duration::from_nanos(10))?.with_burst(3)?)?;
+    assert!(bucket.is_wide());
+    let model = Model::new(bucket)
+        .thread(&[Request::weighted(2, ms(500))])
+        .thread(&[Request::weighted(2, ms(500))]);
+    assert_eq!(model.admitted_totals(), [1]);
+    Ok(model)
+}
+
 /// The shipped limiter: every execution decides as some sequential order.
 #[test]
 fn wide_sliding_two_threads_decide_as_some_sequential_order() -> Result {
@@ -90,5 +104,17 @@ fn wide_fixed_two_threads_decide_as_some_sequential_order() -> Result {
 #[test]
 fn wide_fixed_two_threads_racy_twin_is_rejected() -> Result {
     fixed_two_threads()?.assert_rejected::<RacyWideLimiter<FixedWindow>>();
+    Ok(())
+}
+
+#[test]
+fn wide_bucket_two_threads_decide_as_some_sequential_order() -> Result {
+    bucket_two_threads()?.check::<Shipped<TokenBucket>>();
+    Ok(())
+}
+
+#[test]
+fn wide_bucket_two_threads_racy_twin_is_rejected() -> Result {
+    bucket_two_threads()?.assert_rejected::<RacyWideLimiter<TokenBucket>>();
     Ok(())
 }

@@ -98,6 +98,21 @@ impl Gcra {
         })
     }
 
+    /// The parameters a token bucket decided exactly in 128 bits (`WideGcra`) keeps in its
+    /// 64-bit place: its quota and burst, and an emission interval of 0, which no rate accepted
+    /// by [`new`](Self::new) has (`T >= 1`). Every request is then weightless to
+    /// [`decide_or`](Self::decide_or), whose weightless branch hands a zero interval to the
+    /// wide bucket: the one branch of the 64-bit step that a wide configuration takes, and no
+    /// 64-bit one but a weightless request (which then compares the interval once more).
+    pub(crate) const fn wide_placeholder(quota: &Quota) -> Gcra {
+        Gcra {
+            interval: 0,
+            capacity: quota.burst(),
+            tolerance: 0,
+            quota: *quota,
+        }
+    }
+
     pub(crate) const fn capacity(&self) -> u64 {
         self.capacity
     }
@@ -173,11 +188,30 @@ impl Gcra {
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64, shaper: bool) -> Transition {
+        self.decide_or(tat, now, cost, shaper, None::<fn(u64, u64, u64) -> Transition>)
+    }
+
+    /// [`decide`](Self::decide), where `wide(tat, now, cost)` decides instead for a
+    /// [placeholder](Self::wide_placeholder) (an interval of 0): from the weightless branch,
+    /// which every request takes at that interval, so that no other decision runs a branch
+    /// more (`docs/design.md`, "Wide states").
+    #[inline(always)]
+    pub(crate) fn decide_or(
+        &self,
+        tat: u64,
+        now: u64,
+        cost: u64,
+        shaper: bool,
+        wide: Option<impl FnOnce(u64, u64, u64) -> Transition>,
+    ) -> Transition {
         let start = tat.max(now);
         let backlog = start - now;
         let need = cost.saturating_mul(self.interval);
         let after = backlog.saturating_add(need);
         if need == 0 {
+            if let (0, Some(wide)) = (self.interval, wide) {
+                return wide(tat, now, cost);
+            }
             // A weightless request takes no slot: always allowed, and nothing to store, even if
             // the clock stepped back past the bucket's tolerance.
             // The shaper still has it wait its turn behind the queue, as any request.

@@ -24,8 +24,11 @@ use super::{Algorithm, Transition};
 /// `burst = 1` (a queue of zero) is a strict policer: one request per `period / count`, no
 /// burst, no waiting. The limiter never sleeps; the caller waits out the delay. State:
 /// [`GcraState`](super::GcraState), the time the queue will be empty. The emission interval is
-/// rounded up to whole nanoseconds, and a rate that this would run more than 1% slow is refused,
-/// as for the [`TokenBucket`](super::TokenBucket).
+/// rounded up to whole nanoseconds, and a rate that this would run more than 1% slow is refused
+/// with [`QuotaError::RateTooFine`]. (The [`TokenBucket`](super::TokenBucket) runs such a rate
+/// exactly in a 128-bit state; the shaper does not: a wide state's decisions carry no delay,
+/// and the limiters decide its `check_n_within` with no maximum wait, so a shaper's slot and
+/// its refusal past a maximum wait would need new 128-bit paths in both limiters.)
 ///
 /// ```
 /// use std::time::Duration;

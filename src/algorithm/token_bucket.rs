@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use crate::error::QuotaError;
-use crate::{Quota, Timestamp};
+use crate::{Decision, Quota, Timestamp};
 
 use super::gcra::Gcra;
-use super::{Algorithm, Transition};
+use super::wide_gcra::WideGcra;
+use super::{low_half, Algorithm, OutOfLine, Transition};
 
 /// Token bucket: holds up to `burst` tokens, refilled at `count` per `period`; a request of
 /// weight `n` takes `n` tokens or is refused.
@@ -19,11 +20,18 @@ use super::{Algorithm, Transition};
 /// rate that does not divide its period into whole nanoseconds (for example `3/s`, `T =
 /// 333_333_333.3 ns`) is run at the next slower whole-nanosecond interval (`333_333_334 ns`).
 /// The limiter therefore never admits more than the quota; it admits at most one unit less per
-/// `T` nanoseconds of rounding error accumulated (about 1 per 5.3 years for `3/s`). A rate that
-/// rounding would run more than 1% slower than asked (near or above one unit per nanosecond,
-/// such as `300000000/s`, whose `T` of 3.3 ns becomes 4 ns) is refused with
-/// [`QuotaError::RateTooFine`] rather than run slow: count such rates in larger units. Every rate
-/// of at most one unit per microsecond is accepted.
+/// `T` nanoseconds of rounding error accumulated (about 1 per 5.3 years for `3/s`). Every rate
+/// of at most one unit per microsecond rounds so by less than 1%.
+///
+/// A rate that rounding would run more than 1% slower than asked (near or above one unit per
+/// nanosecond, such as `300000000/s`, whose `T` of 3.3 ns would become 4 ns) is run exactly
+/// instead, with no rounding: its state takes 128 bits ([`Algorithm::is_wide`]), the TAT
+/// counted in units of `1 / count` ns, so that `T` is `period` of them. Its answers are rounded
+/// to whole nanoseconds, retry-after and reset-after up. Such a rate's count is at most
+/// `u32::MAX` (every count of 32 bits, for every period): a larger one is refused with
+/// [`QuotaError::RateTooFine`] (count in larger units). A wide bucket gives nothing back
+/// ([`refund`](Algorithm::refund), [`undo`](Algorithm::undo) keep its state), and through Redis
+/// such a rate is refused (its `T` in whole microseconds).
 ///
 /// ```
 /// use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};
@@ -35,7 +43,12 @@ use super::{Algorithm, Transition};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenBucket {
+    /// The 64-bit parameters; for a wide bucket, a
+    /// [placeholder](Gcra::wide_placeholder) whose every decision goes to `wide`.
     gcra: Gcra,
+    /// The exact parameters of a rate whole nanoseconds would run over 1% slow: its state is
+    /// 128 bits.
+    wide: Option<WideGcra>,
 }
 
 impl TokenBucket {
@@ -44,21 +57,31 @@ impl TokenBucket {
     /// # Errors
     /// [`QuotaError::BurstTooLarge`] when `burst * T` does not fit in a `u64` of nanoseconds;
     /// [`QuotaError::RateTooFine`] when whole nanoseconds would run the rate more than 1% slow
-    /// (see "Rounding"); [`QuotaError::IntervalTooLong`] when `T` exceeds
-    /// [`MAX_EMISSION_INTERVAL`](super::MAX_EMISSION_INTERVAL).
+    /// and its count is above `u32::MAX` (see "Rounding"); [`QuotaError::IntervalTooLong`] when
+    /// `T` exceeds [`MAX_EMISSION_INTERVAL`](super::MAX_EMISSION_INTERVAL).
     pub fn new(quota: Quota) -> Result<TokenBucket, QuotaError> {
-        Ok(TokenBucket {
-            gcra: Gcra::new(&quota)?,
+        match Gcra::new(&quota) {
+            Ok(gcra) => Ok(TokenBucket { gcra, wide: None }),
+            Err(QuotaError::RateTooFine { .. }) => Ok(TokenBucket {
+                gcra: Gcra::wide_placeholder(&quota),
+                wide: Some(WideGcra::new(&quota)?),
+            }),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The time one token takes to refill (rounded up to whole nanoseconds; a
+    /// [wide](Algorithm::is_wide) bucket refills at the exact ratio).
+    pub fn emission_interval(&self) -> Duration {
+        Duration::from_nanos(match self.wide {
+            Some(wide) => wide.rounded_interval(),
+            None => self.gcra.interval(),
         })
     }
 
-    /// The time one token takes to refill (rounded up to whole nanoseconds).
-    pub fn emission_interval(&self) -> Duration {
-        Duration::from_nanos(self.gcra.interval())
-    }
-
-    /// The quota it was built from: it refills `count` per `period` exactly (the emission interval
-    /// is their ratio rounded up to whole nanoseconds), and `burst` is its capacity.
+    /// The quota it was built from: it refills `count` per `period` (at the emission interval,
+    /// their ratio rounded up to whole nanoseconds, or for a [wide](Algorithm::is_wide) bucket
+    /// at the ratio itself), and `burst` is its capacity.
     pub const fn quota(&self) -> Quota {
         self.gcra.quota()
     }
@@ -74,12 +97,21 @@ impl Algorithm for TokenBucket {
         self.gcra.capacity()
     }
 
+    /// A [wide](Algorithm::is_wide) bucket's decisions are [`decide_wide`](Algorithm::decide_wide)'s
+    /// on its 128-bit state (the limiters decide it there): this 64-bit step refuses every
+    /// request of such a bucket, never admitting one uncounted.
     // Always inlined: returning the transition through memory costs more than computing it.
+    // The wide refusal is a value, not a call: a call in the step, even one never made, cost
+    // every keyed token-bucket decision 8 instructions (callgrind, `keyed/precise/hot_key/tollgate`).
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        self.gcra.decide(state, now.as_nanos(), cost, false)
+        let wide = |tat, _, _| Transition::refuse(tat, Decision::denied(0, u64::MAX, u64::MAX));
+        self.gcra
+            .decide_or(state, now.as_nanos(), cost, false, Some(wide))
     }
 
+    /// For a [wide](Algorithm::is_wide) bucket's 64-bit state (its scaled TAT), `tat <= now`
+    /// implies the scaled `tat <= now * count`: idle only when it is, never forgetting a debt.
     fn is_idle(&self, state: u64, now: Timestamp) -> bool {
         Gcra::is_idle(state, now.as_nanos())
     }
@@ -90,5 +122,59 @@ impl Algorithm for TokenBucket {
 
     fn refund_slot(&self, state: u64, now: Timestamp, cost: u64, end: Timestamp) -> u64 {
         self.gcra.refund_slot(state, now.as_nanos(), cost, end.as_nanos())
+    }
+
+    /// A rate whole nanoseconds would run over 1% slow (see "Rounding").
+    fn is_wide(&self) -> bool {
+        self.wide.is_some()
+    }
+
+    fn decide_wide(&self, state: u128, now: Timestamp, cost: u64) -> Transition<u128> {
+        match &self.wide {
+            Some(wide) => wide.decide(state, now.as_nanos(), cost),
+            None => Transition::widened(self.decide(low_half(state), now, cost)),
+        }
+    }
+
+    fn is_idle_wide(&self, state: u128, now: Timestamp) -> bool {
+        match &self.wide {
+            Some(wide) => wide.is_idle(state, now.as_nanos()),
+            None => self.is_idle(low_half(state), now),
+        }
+    }
+
+    /// [`decide`](Algorithm::decide), with a [wide](Algorithm::is_wide) bucket's decisions
+    /// made by `wide` on the limiter's 128-bit cell, from the 64-bit step's weightless branch
+    /// (see [`Algorithm::decide_in_cells`]): every other decision runs `decide`'s instructions.
+    #[inline(always)]
+    fn decide_in_cells(
+        &self,
+        state: u64,
+        now: Timestamp,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> Transition {
+        let in_cell = |tat, now, cost| {
+            Transition::from_out_of_line(Self::decide_in_cell_out_of_line(tat, now, cost, wide))
+        };
+        self.gcra
+            .decide_or(state, now.as_nanos(), cost, false, Some(in_cell))
+    }
+}
+
+impl TokenBucket {
+    /// A [wide](Algorithm::is_wide) bucket's decision on the limiter's 128-bit cell (`wide`),
+    /// leaving the 64-bit state `tat` as it is. Out of line, so that the 64-bit step it is
+    /// reached from keeps the registers and instructions it has without it (as the windows'
+    /// general paths: see [`OutOfLine`]).
+    #[cold]
+    #[inline(never)]
+    fn decide_in_cell_out_of_line(
+        tat: u64,
+        now: u64,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> OutOfLine {
+        (tat, wide(Timestamp::from_nanos(now), cost))
     }
 }

@@ -61,6 +61,19 @@ pub enum QuotaChangeError {
         /// The algorithm.
         algorithm: &'static str,
     },
+    /// A token bucket whose rate whole nanoseconds cannot hold within 1% keeps its time in
+    /// 128 bits, in units of `1 / count` ns ([`Algorithm::is_wide`]): a change to or from such
+    /// a rate, or to another count of one, would read its state in the wrong unit. Any other
+    /// change of a bucket is live (a wide one's period and burst too). Build a new limiter for
+    /// the new rate.
+    ///
+    /// [`Algorithm::is_wide`]: crate::algorithm::Algorithm::is_wide
+    TimeUnitChanged {
+        /// The running quota.
+        from: crate::Quota,
+        /// The quota asked for.
+        to: crate::Quota,
+    },
     /// A sliding log's larger limit needs more room in every log (8 bytes per unit), and the
     /// allocator refused it. The logs keep what they had; the limiter keeps its limit.
     LogMemory {
@@ -93,6 +106,12 @@ impl fmt::Display for QuotaChangeError {
                 f,
                 "the {algorithm} offered keeps its state in another width (64 or 128 bits) than the \
                  running one; offer the same layout (set_quota chooses it)"
+            ),
+            QuotaChangeError::TimeUnitChanged { from, to } => write!(
+                f,
+                "a token bucket cannot change from {from} to {to} live: a rate whole nanoseconds cannot \
+                 hold within 1% keeps its time in units of 1/count ns, and one of the two needs that unit \
+                 where the other needs another; build a new limiter for {to}"
             ),
             QuotaChangeError::LogMemory { limit } => write!(
                 f,

@@ -10,7 +10,7 @@ use super::QuotaChangeError;
 ///
 /// | algorithm | live | needs a new limiter |
 /// |---|---|---|
-/// | [`TokenBucket`], [`LeakyBucket`] | every quota: the state is a time (the TAT) | never |
+/// | [`TokenBucket`], [`LeakyBucket`] | every quota: the state is a time (the TAT) | a token bucket's change to or from a rate kept in units of `1 / count` ns, or to another such count ([`QuotaChangeError::TimeUnitChanged`]) |
 /// | [`FixedWindow`], [`SlidingWindow`] | the limit, within the state's width | the window's length ([`QuotaChangeError::WindowChanged`]); a limit past a 64-bit state's ([`QuotaChangeError::NeedsWideState`]) |
 ///
 /// (The sliding log's limit and window both change live, through its limiters'
@@ -37,12 +37,22 @@ impl Retune for TokenBucket {
     /// holds the same share of the new bucket (8 of 10 spent at `10/s` is 4 of 5 at `5/s` and
     /// 16 of 20 at `20/s`). That is what the Redis limiter does (its state is the same TAT), and
     /// what a change of one pointer can do without rewriting every key's state.
+    ///
+    /// A rate whole nanoseconds cannot hold within 1% keeps its TAT in units of `1 / count` ns
+    /// (see [`TokenBucket`], "Rounding"): such a bucket changes live only to another of the
+    /// same count, and no other bucket to one.
     fn retune(&self, quota: Quota) -> Result<Self, QuotaChangeError> {
-        Ok(TokenBucket::new(quota)?)
+        let next = TokenBucket::new(quota)?;
+        self.can_become(&next).map(|()| next)
     }
 
-    fn can_become(&self, _: &Self) -> Result<(), QuotaChangeError> {
-        Ok(())
+    fn can_become(&self, next: &Self) -> Result<(), QuotaChangeError> {
+        let (from, to) = (self.quota(), next.quota());
+        match (is_wide(self), is_wide(next)) {
+            (false, false) => Ok(()),
+            (true, true) if from.count() == to.count() => Ok(()),
+            _ => Err(QuotaChangeError::TimeUnitChanged { from, to }),
+        }
     }
 }
 

@@ -223,7 +223,7 @@ fn log_keyed(log: SlidingLog, ops: &[Op], start: u64, unit: u64, keys: u64) -> A
 }
 
 /// The bucket of `count` per `period` ns with `burst`, or a rejected case for a rate too fine.
-fn bucket<B: std::fmt::Debug>(
+fn bucket<B: Algorithm + std::fmt::Debug>(
     count: u64,
     period: u64,
     burst: u64,

@@ -181,8 +181,9 @@ fn burst_too_large_uses_the_rounded_up_interval() {
 // RateTooFine and IntervalTooLong (both buckets)
 // ---------------------------------------------------------------------------------------------
 
-/// Both buckets refuse `count` per `period_ns` with `RateTooFine`, naming the interval they
-/// would run at.
+/// The shaper refuses `count` per `period_ns` with `RateTooFine`, naming the interval it would
+/// run at; the token bucket keeps it exactly in 128 bits when its count fits 32 bits, and
+/// refuses it with the same error otherwise.
 fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
     let base = Quota::new(count, Duration::from_nanos(period_ns)).unwrap();
     let expected = QuotaError::RateTooFine {
@@ -190,11 +191,18 @@ fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
         period: Duration::from_nanos(period_ns),
         interval: Duration::from_nanos(interval_ns),
     };
-    assert_eq!(
-        TokenBucket::new(base),
-        Err(expected.clone()),
-        "{count} per {period_ns} ns"
-    );
+    match count <= u64::from(u32::MAX) {
+        true => {
+            let bucket = TokenBucket::new(base).unwrap();
+            assert!(bucket.is_wide(), "{count} per {period_ns} ns");
+            assert_eq!(bucket.emission_interval(), Duration::from_nanos(interval_ns));
+        }
+        false => assert_eq!(
+            TokenBucket::new(base),
+            Err(expected.clone()),
+            "{count} per {period_ns} ns"
+        ),
+    }
     assert_eq!(
         LeakyBucket::new(base),
         Err(expected),
@@ -206,7 +214,7 @@ fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
 fn a_rate_whole_nanoseconds_would_slow_by_more_than_one_percent_is_refused() {
     // 300 M/s: T = ceil(3.33) = 4 ns, 250 M/s, 16.66% slower than asked.
     assert_too_fine(300_000_000, SECOND, 4);
-    let err = TokenBucket::new(quota("300000000/s")).unwrap_err();
+    let err = LeakyBucket::new(quota("300000000/s")).unwrap_err();
     assert_mentions(
         &err.to_string(),
         &[
@@ -218,13 +226,16 @@ fn a_rate_whole_nanoseconds_would_slow_by_more_than_one_percent_is_refused() {
         ],
     );
     // Above one per nanosecond: T = 1 ns, a tenth of 10 G/s, or far less.
+    assert_too_fine(u64::from(u32::MAX), SECOND, 1);
     assert_too_fine(10_000_000_000, SECOND, 1);
     assert_too_fine(u64::MAX, SECOND, 1);
     assert_too_fine(2, 1, 1);
     // The boundary, exactly: 100 per 4,950 ns runs at 50 ns per unit, 5,000 ns per 100, which is
-    // 1% slower than asked (accepted); 100 per 4,949 ns, 51 ns slower per 100 (refused).
+    // 1% slower than asked (accepted, 64 bits); 100 per 4,949 ns, 51 ns slower per 100 (refused
+    // by the shaper, exact for the token bucket).
     let at_one_percent = TokenBucket::new(Quota::new(100, Duration::from_nanos(4_950)).unwrap()).unwrap();
     assert_eq!(at_one_percent.emission_interval(), Duration::from_nanos(50));
+    assert!(!at_one_percent.is_wide());
     assert!(LeakyBucket::new(Quota::new(100, Duration::from_nanos(4_950)).unwrap()).is_ok());
     assert_too_fine(100, 4_949, 50);
     // Rates that divide exactly are accepted however fast (one per nanosecond, 500 M/s), and

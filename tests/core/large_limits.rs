@@ -1,15 +1,17 @@
 //! Limits near `u32::MAX` over windows of 1 ms, 1 s, 1 min, 1 h and 24 h, direct and keyed:
 //! every decision of both window counters is their exact reference model's
-//! (`tests/reference/`), on traces of large weights around window boundaries; the buckets take
-//! every such count whose rate their whole-nanosecond emission interval holds, and refuse the
-//! others with the typed error that says why; the sliding log is bounded by memory, not by a
+//! (`tests/reference/`), on traces of large weights around window boundaries; the token bucket
+//! takes every such count, exactly (its model's decisions, direct and keyed), and the shaper
+//! refuses the rates its whole-nanosecond emission interval cannot hold with the typed error
+//! that says why; the sliding log is bounded by memory, not by a
 //! count's width, and says so.
 
 use std::time::Duration;
 
 use crate::reference::fixed_window::FixedWindowModel;
 use crate::reference::sliding_window::SlidingWindowModel;
-use crate::reference::Expected;
+use crate::reference::token_bucket::TokenBucketModel;
+use crate::reference::{too_fine, Expected};
 use tollgate::algorithm::Algorithm;
 use tollgate::{
     DirectLimiter, FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Quota, QuotaError, SlidingLog,
@@ -174,58 +176,60 @@ fn past_what_a_window_counts_is_a_typed_error() {
     }
 }
 
-/// The buckets keep no count: their state is a time, and what bounds them is the rate their
-/// emission interval, whole nanoseconds rounded up, runs at (`QuotaError::RateTooFine` past 1%
-/// slow: `docs/design.md`, "Token bucket and leaky bucket"). `u32::MAX` per minute, hour and day
-/// run at 14, 839 and 20,117 ns per unit: a full burst of `u32::MAX` at one instant, then
-/// nothing until units refill, direct and keyed. Per millisecond or second, more than a unit per
-/// nanosecond: refused, saying so.
+/// The buckets keep no count: their state is a time. The token bucket takes every count up to
+/// `u32::MAX` at every period: a rate whose emission interval whole nanoseconds hold within 1%
+/// as a 64-bit bucket at that interval (`u32::MAX` per minute, hour and day: 14, 839 and 20,117
+/// ns per unit), and every other exactly, in 128 bits (`u32::MAX` or `10^9` per 1 ms or 1 s).
+/// Direct and keyed, every decision of a trace of large weights is the token-count model's
+/// (refilled at the rounded interval, or at exactly `count / period`), and a request refused
+/// with a retry-after of `x` passes at `x`. The shaper refuses the rates whole nanoseconds
+/// cannot hold, saying so.
 #[test]
-fn buckets_take_u32_max_counts_whose_rate_nanoseconds_hold() {
-    let at = Timestamp::from_nanos;
+fn token_bucket_takes_every_u32_count_at_every_period() {
     let t0 = 1_700_000_000_000_000_000;
     for window in WINDOWS {
-        let quota = Quota::new(MAX, window).unwrap();
-        if window < Duration::from_secs(60) {
-            assert!(matches!(
-                TokenBucket::new(quota),
-                Err(QuotaError::RateTooFine { .. })
-            ));
-            assert!(matches!(
-                LeakyBucket::new(quota),
-                Err(QuotaError::RateTooFine { .. })
-            ));
-            continue;
-        }
-        let bucket = TokenBucket::new(quota).unwrap();
-        let interval = nanos(bucket.emission_interval());
-        let direct = DirectLimiter::with_clock(bucket, ManualClock::new());
-        let keyed = KeyedLimiter::<str, _, _>::with_clock(bucket, 8, ManualClock::new()).unwrap();
-        for (name, check) in [
-            (
-                "direct",
-                &(|now, cost| direct.check_n_at(cost, at(now)).unwrap())
-                    as &dyn Fn(u64, u64) -> tollgate::Decision,
-            ),
-            ("keyed", &|now, cost| {
-                keyed.check_n_at("service", cost, at(now)).unwrap()
-            }),
-        ] {
-            let name = format!("{name} token bucket {MAX} per {window:?}");
-            let first = check(t0, MAX - 1);
-            assert!(first.is_allowed(), "{name}");
-            assert_eq!(first.remaining(), 1, "{name}");
-            assert!(check(t0, 1).is_allowed(), "{name}");
-            let refused = check(t0, 1);
-            assert!(!refused.is_allowed(), "{name}");
-            assert_eq!(refused.retry_after(), Duration::from_nanos(interval), "{name}");
-            assert_eq!(
-                refused.reset_after(),
-                Duration::from_nanos(interval * MAX),
-                "{name}"
+        let period = nanos(window);
+        for count in LIMITS {
+            let quota = Quota::new(count, window).unwrap();
+            let bucket = TokenBucket::new(quota).unwrap();
+            let wide = too_fine(count, period);
+            assert_eq!(bucket.is_wide(), wide, "{quota}");
+            match wide {
+                true => assert!(matches!(
+                    LeakyBucket::new(quota),
+                    Err(QuotaError::RateTooFine { .. })
+                )),
+                false => assert!(LeakyBucket::new(quota).is_ok()),
+            }
+            let model = || match wide {
+                true => TokenBucketModel::exact(count, period, count),
+                false => TokenBucketModel::new(nanos(bucket.emission_interval()), count),
+            };
+            let trace = bucket_trace(t0, period, count);
+            let direct = DirectLimiter::with_clock(bucket, ManualClock::new());
+            same_as_bucket_model(
+                &format!("direct token bucket {quota}"),
+                &trace,
+                |now, cost| direct.check_n_at(cost, Timestamp::from_nanos(now)).unwrap(),
+                |now, cost| direct.peek_n_at(cost, Timestamp::from_nanos(now)).unwrap(),
+                model(),
             );
-            // A whole refill later (the window, run slow by the rounding), the whole burst again.
-            assert!(check(t0 + interval * MAX, MAX).is_allowed(), "{name}");
+            let keyed = KeyedLimiter::<str, _, _>::with_clock(bucket, 8, ManualClock::new()).unwrap();
+            same_as_bucket_model(
+                &format!("keyed token bucket {quota}"),
+                &trace,
+                |now, cost| {
+                    keyed
+                        .check_n_at("service", cost, Timestamp::from_nanos(now))
+                        .unwrap()
+                },
+                |now, cost| {
+                    keyed
+                        .peek_n_at("service", cost, Timestamp::from_nanos(now))
+                        .unwrap()
+                },
+                model(),
+            );
         }
     }
     // A burst of `u32::MAX` at one unit per millisecond: `burst * T` is 4.3e15 ns, which fits.
@@ -237,9 +241,59 @@ fn buckets_take_u32_max_counts_whose_rate_nanoseconds_hold() {
     )
     .unwrap();
     assert!(DirectLimiter::with_clock(slow, ManualClock::new())
-        .check_n_at(MAX, at(t0))
+        .check_n_at(MAX, Timestamp::from_nanos(t0))
         .unwrap()
         .is_allowed());
+}
+
+/// A bucket trace over period `p` for a count (and burst) `c`: `(time, weight)`, a full burst
+/// spent at once, single units at the edge, large shares over the next periods.
+fn bucket_trace(t0: u64, p: u64, c: u64) -> Vec<(u64, u64)> {
+    vec![
+        (t0, c - 1),
+        (t0, 1),
+        (t0, 1),
+        (t0 + 1, 1),
+        (t0 + p / 3, c / 3),
+        (t0 + p / 3, c / 2),
+        (t0 + p / 2, c / 2),
+        (t0 + p - 1, c),
+        (t0 + 2 * p, c),
+        (t0 + 2 * p, 1),
+        (t0 + 2 * p + p / 4, c / 4),
+        (t0 + 2 * p + p / 4, c / 4),
+        (t0 + 5 * p, c),
+    ]
+}
+
+/// Every decision of `trace` through `check` is `model`'s; after each refusal, the same request
+/// passes at its retry-after (`peek`, which counts nothing; the model's copy agrees).
+fn same_as_bucket_model(
+    name: &str,
+    trace: &[(u64, u64)],
+    check: impl Fn(u64, u64) -> tollgate::Decision,
+    peek: impl Fn(u64, u64) -> tollgate::Decision,
+    mut model: TokenBucketModel,
+) {
+    let mut refused = 0;
+    for &(now, cost) in trace {
+        let got = check(now, cost);
+        assert_eq!(
+            Expected::of(&got),
+            model.decide(now, cost),
+            "{name}: {cost} at {now}"
+        );
+        if !got.is_allowed() {
+            refused += 1;
+            let retry = nanos(got.retry_after());
+            assert!(
+                peek(now + retry, cost).is_allowed(),
+                "{name}: {cost} at {now} + {retry}"
+            );
+            assert!(model.clone().decide(now + retry, cost).allowed, "{name}");
+        }
+    }
+    assert!(refused >= 2, "{name}: the trace reaches the bucket's bottom");
 }
 
 /// The log keeps one 8-byte timestamp per unit: its limit is bounded by memory (2^24 units, 128

@@ -63,9 +63,15 @@ where
     B: Algorithm + tollgate::live::Retune,
 {
     let (count, period, burst) = quotas[0];
-    let Ok(first) = build(bucket_quota(count, period, burst)) else {
-        prop_assume!(false);
-        unreachable!()
+    let first = match build(bucket_quota(count, period, burst)) {
+        // A rate whole nanoseconds cannot hold: refused by the shaper, and kept exactly by the
+        // token bucket, whose changes `a_wide_token_bucket_changes_only_to_its_own_time_unit`
+        // tests.
+        Ok(first) if !first.is_wide() => first,
+        _ => {
+            prop_assert!(too_fine(count, period), "{count} per {period} ns refused or wide");
+            return Err(TestCaseError::reject("a rate whole nanoseconds cannot hold"));
+        }
     };
     let (mut t, mut b) = of(&first);
     let limiter = DirectLimiter::with_clock(Live::new(first), ManualClock::new());
@@ -82,7 +88,10 @@ where
                     (t, b) = of(&limiter.algorithm().current());
                     retune(&mut model, now, t, b);
                 }
-                Err(QuotaChangeError::Invalid(QuotaError::RateTooFine { .. })) => {
+                Err(
+                    QuotaChangeError::Invalid(QuotaError::RateTooFine { .. })
+                    | QuotaChangeError::TimeUnitChanged { .. },
+                ) => {
                     prop_assert!(too_fine(count, period), "{count} per {period} ns refused")
                 }
                 Err(other) => prop_assert!(false, "a bucket takes every quota live: {other}"),
@@ -387,6 +396,10 @@ fn what_is_not_live_is_a_typed_error_and_changes_nothing() {
     let bucket = Live::new(TokenBucket::new("10/s".parse().expect("valid")).expect("valid"));
     assert!(matches!(
         bucket.set_quota("300000000/s".parse().expect("valid")),
+        Err(QuotaChangeError::TimeUnitChanged { .. })
+    ));
+    assert!(matches!(
+        bucket.set_quota("10000000000/s".parse().expect("valid")),
         Err(QuotaChangeError::Invalid(QuotaError::RateTooFine { .. }))
     ));
     let log = LogLimiter::new(Live::new(
@@ -397,4 +410,44 @@ fn what_is_not_live_is_a_typed_error_and_changes_nothing() {
         Err(QuotaChangeError::Invalid(QuotaError::LogTooLarge { .. }))
     ));
     assert_eq!(log.capacity(), 10);
+}
+
+/// A token bucket kept exactly (a rate whole nanoseconds cannot hold) counts its time in units
+/// of `1 / count` ns: it changes live to another period or burst of the same count, keeping its
+/// debt in time; to another count, or to or from a 64-bit bucket, the change is a typed error
+/// that changes nothing.
+#[test]
+fn a_wide_token_bucket_changes_only_to_its_own_time_unit() {
+    let quota = |text: &str| text.parse::<Quota>().expect("valid");
+    let at = Timestamp::from_nanos(1_000_000_000);
+    let bucket = TokenBucket::new(quota("300000000/s burst 3")).expect("valid");
+    assert!(bucket.is_wide());
+    let limiter = DirectLimiter::with_clock(Live::new(bucket), ManualClock::new());
+    assert!(limiter.check_n_at(3, at).expect("fits").is_allowed());
+    // Full again 10 ns on (3 units of 10/3 ns); at 3 per 20 ns the same instant holds 1.5 units.
+    limiter
+        .algorithm()
+        .set_quota(quota("300000000/2s burst 3"))
+        .expect("same count");
+    let peeked = limiter.peek_n_at(0, at).expect("fits");
+    assert_eq!(
+        (peeked.remaining(), peeked.reset_after()),
+        (1, Duration::from_nanos(10))
+    );
+    for next in ["200000000/s", "10/s"] {
+        assert_eq!(
+            limiter.algorithm().set_quota(quota(next)),
+            Err(QuotaChangeError::TimeUnitChanged {
+                from: quota("300000000/2s burst 3"),
+                to: quota(next)
+            })
+        );
+    }
+    assert_eq!(limiter.algorithm().changes(), 1);
+    let message = QuotaChangeError::TimeUnitChanged {
+        from: quota("300000000/s"),
+        to: quota("10/s"),
+    }
+    .to_string();
+    assert!(message.contains("build a new limiter for 10/s"), "{message}");
 }

@@ -29,6 +29,7 @@ mod properties_fixed_window;
 mod properties_leaky_bucket;
 mod properties_sliding_window;
 mod properties_token_bucket;
+mod properties_wide_token_bucket;
 mod properties_wide_windows;
 mod refund;
 mod reset;

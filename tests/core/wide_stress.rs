@@ -1,8 +1,9 @@
-//! Many OS threads hammering the windows' 128-bit state: a `DirectLimiter`'s 16-byte cell (one
-//! compare-and-swap loop) and a `KeyedLimiter`'s locked table (a short lock per key), on a
-//! frozen `ManualClock`.
+//! Many OS threads hammering the 128-bit state of the windows and of the token bucket at a rate
+//! whole nanoseconds cannot hold: a `DirectLimiter`'s 16-byte cell (one compare-and-swap loop)
+//! and a `KeyedLimiter`'s locked table (a short lock per key), on a frozen `ManualClock`.
 //!
-//! With time frozen a window admits exactly its limit, whatever the requests: threads keep
+//! With time frozen a window admits exactly its limit, and a bucket its burst, whatever the
+//! requests: threads keep
 //! asking (weights 1 and 2, or large shares of a `u32::MAX` limit) until nothing more fits, so
 //! the admitted weight must be *exactly* the limit on every run (two threads admitted on the
 //! same state would show as too many; a lost update as too few, once the last request is
@@ -16,6 +17,7 @@ use std::thread;
 use tollgate::algorithm::Algorithm;
 use tollgate::{
     Decision, DirectLimiter, FixedWindow, KeyedLimiter, ManualClock, Quota, SlidingWindow, Timestamp,
+    TokenBucket,
 };
 
 const SEC: u64 = 1_000_000_000;
@@ -145,6 +147,46 @@ fn a_wide_fixed_window_admits_exactly_its_limit() {
     );
 }
 
+#[test]
+fn a_wide_token_bucket_admits_exactly_its_burst() {
+    direct_exactly(
+        TokenBucket::new(quota("300000000/s burst 2000")).unwrap(),
+        "token 300000000/s burst 2000",
+    );
+    direct_exactly(
+        TokenBucket::new(
+            Quota::new(u64::from(u32::MAX), std::time::Duration::from_millis(1))
+                .and_then(|quota| quota.with_burst(1_500))
+                .unwrap(),
+        )
+        .unwrap(),
+        "token 4294967295/ms burst 1500",
+    );
+}
+
+/// A token bucket of `u32::MAX` per second, burst `u32::MAX`, asked for in large shares: the
+/// admitted weight is a sequence, at most a share short of the burst, and the stored TAT (in
+/// units of `1 / count` ns) is `now * count` plus a period per unit admitted.
+#[test]
+fn a_u32_max_token_bucket_counts_every_unit_under_contention() {
+    let count = u64::from(u32::MAX);
+    fn share(i: usize, j: usize) -> u64 {
+        u64::from(u32::MAX) / 100 + ((i * 7 + j) % 5) as u64
+    }
+    let bucket = TokenBucket::new(Quota::new(count, std::time::Duration::from_secs(1)).unwrap()).unwrap();
+    assert!(bucket.is_wide());
+    for rep in 0..REPS {
+        let (mut admitted, state) = direct_run(bucket, 8, 20, share);
+        let total = assert_linearizable(&mut admitted, count, false, &format!("token, run {rep}"));
+        assert!(count - total < count / 100 + 5, "run {rep}: {total} admitted");
+        assert_eq!(
+            state,
+            u128::from(T0) * u128::from(count) + u128::from(total) * u128::from(SEC),
+            "run {rep}: stored TAT"
+        );
+    }
+}
+
 /// Limits of `u32::MAX` asked for in large shares: every thread asks for a hundredth of the limit
 /// plus a few units at a time, so the admitted weight is a sequence up to where the next share
 /// no longer fits, and the 32-bit count never carries into the previous count or the index.
@@ -252,6 +294,10 @@ fn wide_keyed_windows_admit_exactly_their_limit_per_key() {
     keyed_exactly(
         SlidingWindow::new(quota("500/min")).unwrap().with_wide_state(),
         "sliding 500/min, wide",
+    );
+    keyed_exactly(
+        TokenBucket::new(quota("300000000/s burst 600")).unwrap(),
+        "token 300000000/s burst 600",
     );
 }
 

@@ -17,3 +17,4 @@ mod live_changes;
 mod metrics;
 mod properties_keyed_limiter;
 mod stress;
+mod wide_token_bucket;

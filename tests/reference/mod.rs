@@ -21,31 +21,41 @@ pub(crate) mod trace;
 
 use tollgate::{Decision, QuotaError};
 
-/// Whether the buckets refuse `count` per `period` ns as too fine (`QuotaError::RateTooFine`):
-/// whole nanoseconds, rounded up, would run it more than 1% slower, `100 * (T * count - period)
-/// > T * count` with `T = ceil(period / count)`.
+/// Whether whole nanoseconds would run `count` per `period` ns more than 1% slower, `100 * (T *
+/// count - period) > T * count` with `T = ceil(period / count)`: the shaper then refuses it
+/// (`QuotaError::RateTooFine`), and the token bucket keeps it exactly in a 128-bit state
+/// (`Algorithm::is_wide`).
 pub(crate) fn too_fine(count: u64, period: u64) -> bool {
     let run = u128::from(period.div_ceil(count)) * u128::from(count);
     100 * (run - u128::from(period)) > run
 }
 
 /// A bucket's construction, checked against [`too_fine`]: the bucket when the quota is fine
-/// enough; a rejected test case when it is refused, as it must be, for being too fine.
-pub(crate) fn bucket_or_reject<B: std::fmt::Debug>(
+/// enough (a 64-bit one); a rejected test case when it is too fine, and refused for it (the
+/// shaper) or built wide (the token bucket, whose exact properties
+/// `tests/core/properties_wide_token_bucket.rs` tests).
+pub(crate) fn bucket_or_reject<B: tollgate::algorithm::Algorithm + std::fmt::Debug>(
     count: u64,
     period: u64,
     built: Result<B, QuotaError>,
 ) -> Result<B, proptest::test_runner::TestCaseError> {
+    let reject = |why| Err(proptest::test_runner::TestCaseError::reject(why));
     match built {
-        Err(QuotaError::RateTooFine { .. }) if too_fine(count, period) => Err(
-            proptest::test_runner::TestCaseError::reject("refused: whole nanoseconds run it over 1% slow"),
-        ),
+        Err(QuotaError::RateTooFine { .. }) if too_fine(count, period) => {
+            reject("refused: whole nanoseconds run it over 1% slow")
+        }
+        Ok(bucket) if too_fine(count, period) => {
+            assert!(bucket.is_wide(), "{count} per {period} ns is kept exactly");
+            reject("kept exactly, in 128 bits")
+        }
         built => {
             assert!(
                 !too_fine(count, period),
-                "{count} per {period} ns must be refused"
+                "{count} per {period} ns must be refused or kept exactly"
             );
-            Ok(built.expect("a bucket fine enough is built"))
+            let bucket = built.expect("a bucket fine enough is built");
+            assert!(!bucket.is_wide(), "{count} per {period} ns fits 64 bits");
+            Ok(bucket)
         }
     }
 }

@@ -13,7 +13,9 @@ use super::{BucketModel, Expected};
 /// - `reset_after`: the time until `tokens == burst`.
 ///
 /// `T` is the implementation's documented emission interval (`period / count`, rounded up to
-/// whole nanoseconds), which the test passes in.
+/// whole nanoseconds), which the test passes in; or, for a rate the bucket keeps exactly
+/// ([`TokenBucketModel::exact`]), the ratio `period / count` itself, with waits rounded up to
+/// whole nanoseconds.
 ///
 /// A quota changed live ([`TokenBucketModel::retune`]) keeps the debt in time: the bucket is full
 /// again at the same instant as before the change, so it holds `burst' - (burst - tokens) * T /
@@ -21,7 +23,7 @@ use super::{BucketModel, Expected};
 /// paid).
 #[derive(Clone, Debug)]
 pub(crate) struct TokenBucketModel {
-    interval: u64,
+    interval: Ratio<i128>,
     burst: u64,
     tokens: Ratio<i128>,
     last: Option<u64>,
@@ -29,7 +31,19 @@ pub(crate) struct TokenBucketModel {
 
 impl TokenBucketModel {
     pub(crate) fn new(interval: u64, burst: u64) -> Self {
-        assert!(interval > 0 && burst > 0);
+        assert!(interval > 0);
+        TokenBucketModel::with_interval(Ratio::from_integer(i128::from(interval)), burst)
+    }
+
+    /// A token bucket refilled at exactly `count` per `period` ns: `T = period / count`, a
+    /// rational number of nanoseconds.
+    pub(crate) fn exact(count: u64, period: u64, burst: u64) -> Self {
+        assert!(count > 0 && period > 0);
+        TokenBucketModel::with_interval(Ratio::new(i128::from(period), i128::from(count)), burst)
+    }
+
+    fn with_interval(interval: Ratio<i128>, burst: u64) -> Self {
+        assert!(burst > 0);
         TokenBucketModel {
             interval,
             burst,
@@ -41,7 +55,7 @@ impl TokenBucketModel {
     fn refill(&mut self, now: u64) {
         if let Some(last) = self.last {
             assert!(now >= last, "the token bucket model needs monotone time");
-            let gained = Ratio::new(i128::from(now - last), i128::from(self.interval));
+            let gained = Ratio::from_integer(i128::from(now - last)) / self.interval;
             self.tokens = (self.tokens + gained).min(Ratio::from_integer(i128::from(self.burst)));
         }
         self.last = Some(now);
@@ -53,7 +67,7 @@ impl TokenBucketModel {
         if self.tokens >= level {
             return 0;
         }
-        let wait = ((level - self.tokens) * Ratio::from_integer(i128::from(self.interval))).ceil();
+        let wait = ((level - self.tokens) * self.interval).ceil();
         u64::try_from(wait.to_integer()).expect("waits fit in u64")
     }
 
@@ -82,9 +96,8 @@ impl TokenBucketModel {
     pub(crate) fn retune(&mut self, now: u64, interval: u64, burst: u64) {
         assert!(interval > 0 && burst > 0);
         self.refill(now);
-        let until_full = (Ratio::from_integer(i128::from(self.burst)) - self.tokens)
-            * Ratio::from_integer(i128::from(self.interval));
-        self.interval = interval;
+        let until_full = (Ratio::from_integer(i128::from(self.burst)) - self.tokens) * self.interval;
+        self.interval = Ratio::from_integer(i128::from(interval));
         self.burst = burst;
         self.tokens =
             Ratio::from_integer(i128::from(burst)) - until_full / Ratio::from_integer(i128::from(interval));
