@@ -39,10 +39,14 @@
 
 #[path = "../tests/redis_common/mod.rs"]
 mod redis_common;
-mod trace;
-mod window;
-mod worker;
+#[path = "lease_fleet/results.rs"]
 mod results;
+#[path = "lease_fleet/trace.rs"]
+mod trace;
+#[path = "lease_fleet/window.rs"]
+mod window;
+#[path = "lease_fleet/worker.rs"]
+mod worker;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -70,7 +74,14 @@ async fn script_calls(admin: &mut ConnectionManager) -> u64 {
         .expect("INFO");
     info.lines()
         .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| line.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -113,9 +124,17 @@ async fn run_once(
     let mut admissions = Vec::new();
     for child in children {
         let output = child.wait_with_output().expect("a process of the fleet");
-        assert!(output.status.success(), "a process of the fleet failed: {}", output.status);
+        assert!(
+            output.status.success(),
+            "a process of the fleet failed: {}",
+            output.status
+        );
         for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let fields: Vec<u64> = line.split(' ').skip(1).filter_map(|field| field.parse().ok()).collect();
+            let fields: Vec<u64> = line
+                .split(' ')
+                .skip(1)
+                .filter_map(|field| field.parse().ok())
+                .collect();
             match (line.as_bytes().first(), fields.as_slice()) {
                 (Some(b'A'), &[key, sent, done]) => admissions.push(Admission {
                     key: key as usize,
@@ -159,9 +178,21 @@ async fn coordinate(full: bool) {
     let duration = Duration::from_secs_f64(seconds);
     let mut compared = Vec::new();
     for (index, workload) in workloads().into_iter().enumerate() {
-        let leased = run_once(&server.url(), &mut admin, &workload, index, Mode::Leased, duration).await;
+        let leased = run_once(
+            &server.url(),
+            &mut admin,
+            &workload,
+            index,
+            Mode::Leased,
+            duration,
+        )
+        .await;
         let exact = run_once(&server.url(), &mut admin, &workload, index, Mode::Exact, duration).await;
-        compared.push(Compared { workload, leased, exact });
+        compared.push(Compared {
+            workload,
+            leased,
+            exact,
+        });
     }
     results::print_summary(&compared, &version, seconds);
     if full {

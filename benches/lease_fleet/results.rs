@@ -85,7 +85,12 @@ fn run_json(run: &Run) -> String {
 }
 
 /// Writes `$CARGO_TARGET_DIR/bench-results/lease-fleet.json` (`target/` by default).
-pub(crate) fn write_json(compared: &[Compared], redis_version: &str, seconds: f64, lease_interval_ms: u128) -> PathBuf {
+pub(crate) fn write_json(
+    compared: &[Compared],
+    redis_version: &str,
+    seconds: f64,
+    lease_interval_ms: u128,
+) -> PathBuf {
     let mut json = String::new();
     let _ = write!(
         json,

@@ -123,7 +123,12 @@ impl Rng {
 }
 
 /// The trace of process `process` for `workload` over `duration`: the same for both runs.
-pub(crate) fn trace(workload: &Workload, workload_index: usize, process: usize, duration: Duration) -> Vec<Arrival> {
+pub(crate) fn trace(
+    workload: &Workload,
+    workload_index: usize,
+    process: usize,
+    duration: Duration,
+) -> Vec<Arrival> {
     let mut rng = Rng::new(((workload_index as u64) << 8) + process as u64 + 1);
     let per_process = workload.offered / PROCESSES as f64;
     let end = duration.as_micros() as f64;
@@ -154,8 +159,13 @@ pub(crate) fn trace(workload: &Workload, workload_index: usize, process: usize, 
             0
         } else {
             let draw = rng.unit() * total;
-            cumulative.partition_point(|&sum| sum < draw).min(workload.keys - 1)
+            cumulative
+                .partition_point(|&sum| sum < draw)
+                .min(workload.keys - 1)
         };
-        arrivals.push(Arrival { at_us: at as u64, key });
+        arrivals.push(Arrival {
+            at_us: at as u64,
+            key,
+        });
     }
 }

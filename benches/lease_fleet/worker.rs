@@ -3,12 +3,11 @@
 //! time, replays its trace on the real clock and prints what it decided on stdout, one line per
 //! admission and one summary line, for the coordinating process to merge.
 
-use std::io::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tollgate::distributed::{
-    FailurePolicy, LeasedLimiter, RedisCheckError, RedisDecision, RedisLimiter,
-};
+use tollgate::distributed::{FailurePolicy, LeasedLimiter, RedisCheckError, RedisDecision, RedisLimiter};
 use tollgate::TokenBucket;
 
 use crate::trace::{trace, workloads};
@@ -155,9 +154,15 @@ pub(crate) async fn run(arguments: &[String]) {
         Mode::Exact => Limiter::Exact(builder.connect().await.expect("a limiter")),
     };
     let keys: Vec<String> = (0..workload.keys).map(|key| format!("key-{key}")).collect();
-    let arrivals = trace(&workload, assignment.workload, assignment.process, assignment.duration);
+    let arrivals = trace(
+        &workload,
+        assignment.workload,
+        assignment.process,
+        assignment.duration,
+    );
     let mut out = String::with_capacity(arrivals.len() * 24);
-    let (mut decisions, mut admitted, mut by_policy, mut max_latency, mut most_behind) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut decisions, mut admitted, mut by_policy, mut max_latency, mut most_behind) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for arrival in &arrivals {
         let due = assignment.start_us + arrival.at_us;
         let now = unix_us();
@@ -175,14 +180,12 @@ pub(crate) async fn run(arguments: &[String]) {
             by_policy += 1;
         } else if answer.is_allowed() {
             admitted += 1;
-            use std::fmt::Write as _;
             let _ = writeln!(out, "A {} {sent} {done}", arrival.key);
         }
     }
     // Refreshes still in flight land (and are counted) before the counts are read.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (round_trips, local) = limiter.counts(decisions);
-    use std::fmt::Write as _;
     let _ = writeln!(
         out,
         "S {decisions} {admitted} {by_policy} {round_trips} {local} {max_latency} {most_behind}"
