@@ -50,7 +50,8 @@ def lease_fleet(data):
         rows.append(
             [
                 workload["name"],
-                f"{workload['quota']}, {workload['offered_per_second']:,.0f}/s offered",
+                f"{workload['quota']}, {workload['offered_per_second']:,.0f}/s offered"
+                + (" while on" if " on, " in workload["pattern"] else ""),
                 _calls_cell(workload),
                 f"{leased['admitted']:,} / {exact['admitted']:,}",
                 f"{workload['extra_refusals'] * 100:.2f}%",
