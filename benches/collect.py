@@ -16,7 +16,9 @@ section (JSON, in RESULTS_DIR). `benches/run` calls it after each measurement:
 - `churn`: the `churn` probe's table.
 - `redis`: the markdown tables `cargo bench --features redis --bench redis_speed` prints, each
   with the line that describes it.
-- `tower`: the rounds and medians `benches/gateway_load.sh` prints.
+- `tower`: the rounds and medians `benches/gateway_load.sh` prints; with its leased rows, also
+  "lease": {"rounds": [{"round", "local", "local_cpu", "leased", "leased_cpu"}], "ratio",
+  "cpu_ratio"} (leased / local: throughput, and CPU per request).
 
 Fails (exit status 1) when the output holds nothing it recognizes, so that a section whose
 measurement printed something unexpected is left out of the page rather than shown empty.
@@ -138,6 +140,25 @@ SUMMARY = re.compile(
     r"\(cost (-?[0-9.]+)%\), median CPU per request ratio ([0-9.]+)"
 )
 
+LEASE_ROUND = re.compile(
+    r"lease round (\d+): req/s \(gateway CPU µs/req\): local ([0-9.]+) \(([0-9.]+)\), leased ([0-9.]+) \(([0-9.]+)\)"
+)
+LEASE_SUMMARY = re.compile(
+    r"leased against local: median throughput ratio ([0-9.]+), median CPU per request ratio ([0-9.]+)"
+)
+
+
+def tower_lease(text):
+    """The leased rows of gateway_load.sh's output, or None when it ran without them."""
+    rounds = [
+        dict(zip(["round", "local", "local_cpu", "leased", "leased_cpu"], map(float, match)))
+        for match in LEASE_ROUND.findall(text)
+    ]
+    summary = LEASE_SUMMARY.search(text)
+    if not rounds or not summary:
+        return None
+    return {"rounds": rounds, "ratio": float(summary.group(1)), "cpu_ratio": float(summary.group(2))}
+
 
 def tower(path):
     text = Path(path).read_text()
@@ -156,7 +177,13 @@ def tower(path):
     settings = re.search(r"^wrk: (.*)$", text, re.M)
     if not rounds or len(summaries) != 2:
         raise ValueError(f"no rounds or medians in gateway_load.sh's output {path}")
-    return {"settings": settings.group(1) if settings else None, "rounds": rounds, **summaries}
+    lease = tower_lease(text)
+    return {
+        "settings": settings.group(1) if settings else None,
+        "rounds": rounds,
+        **summaries,
+        **({"lease": lease} if lease else {}),
+    }
 
 
 KINDS = {"criterion": criterion, "memory": memory, "churn": churn, "redis": redis, "tower": tower}

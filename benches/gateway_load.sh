@@ -4,11 +4,18 @@
 #
 #   benches/gateway_load.sh            # 3 alternating rounds of 10 s each, then medians and ratios
 #   ROUNDS=5 DURATION=20s benches/gateway_load.sh
+#   LEASE=0 benches/gateway_load.sh    # without the leased rows
 #
 # The quota is large enough that every request is admitted: the measured path is the layer's
 # most expensive one (key extraction, a keyed decision, the RateLimit fields on the response).
 # On a machine with 2 or more cores the gateway (one tokio worker) and wrk run on separate
 # cores (taskset), so they do not take turns on one.
+#
+# Leased rows (unless LEASE=0; they need redis-server): each round also runs the gateway with
+# its keys' quotas in a redis-server of this script's own (free loopback port, no persistence),
+# decided on leases (`--redis URL --lease`, token bucket, the same keys and quota), beside the
+# same gateway deciding on its local table (the round's "layer" gateway, the same flags but the
+# store): the ratio is leased / local, per round, and its median.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +25,7 @@ ROUNDS=${ROUNDS:-3}
 KEYS=${KEYS:-1000}
 QUOTA=${QUOTA:-1000000/s}
 PORT=${PORT:-18090}
+LEASE=${LEASE:-1}
 
 if ! command -v wrk >/dev/null; then
     echo "wrk not found: installing it with apt-get" >&2
@@ -28,7 +36,13 @@ cargo build --release -p tollgate-gateway
 gateway="${CARGO_TARGET_DIR:-target}/release/tollgate-gateway"
 
 lua=$(mktemp --suffix=.lua)
-trap 'rm -f "$lua"' EXIT
+redis_pid="" redis_dir=""
+cleanup() {
+    rm -f "$lua"
+    if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
+    if [ -n "$redis_dir" ]; then rm -rf "$redis_dir"; fi
+}
+trap cleanup EXIT
 cat >"$lua" <<LUA
 -- Each request carries one of $KEYS API keys, in turn (formatted once, up front: formatting
 -- each request in Lua would make wrk, not the gateway, the bottleneck).
@@ -79,6 +93,21 @@ measure() {
 # User + system CPU time of a process so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
+# A redis-server of this script's own, for the leased rows: sets redis_url.
+start_redis() {
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis_dir=$(mktemp -d)
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$redis_dir" >/dev/null &
+    redis_pid=$!
+    for _ in $(seq 100); do
+        redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break
+        sleep 0.1
+    done
+    redis-cli -p "$port" ping | grep -q PONG || { echo "redis-server on port $port did not answer" >&2; exit 1; }
+    redis_url="redis://127.0.0.1:$port/"
+}
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
@@ -89,6 +118,16 @@ echo "wrk: 1 thread, $CONNECTIONS connections, $DURATION per run, $KEYS keys; qu
 # median of the per-round ratios to the gateway without the layer.
 limited_flags=(--key header:x-api-key --quota "$QUOTA" --capacity 100000)
 ratios=() cpu_ratios=() quiet_ratios=() quiet_cpu_ratios=()
+lease_ratios=() lease_cpu_ratios=()
+if [ "$LEASE" != 0 ]; then
+    if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+        start_redis
+        echo "leased: the same gateway with --redis $redis_url --lease (token bucket, quota $QUOTA, $KEYS keys)"
+    else
+        echo "redis-server or redis-cli not found: the leased rows are left out (install redis, or LEASE=0)" >&2
+        LEASE=0
+    fi
+fi
 for round in $(seq "$ROUNDS"); do
     read -r b bc < <(measure --no-limit)
     read -r l lc < <(measure "${limited_flags[@]}")
@@ -98,6 +137,17 @@ for round in $(seq "$ROUNDS"); do
     quiet_ratios+=("$(awk -v b="$b" -v l="$q" 'BEGIN { print l / b }')")
     quiet_cpu_ratios+=("$(awk -v b="$bc" -v l="$qc" 'BEGIN { print l / b }')")
     echo "round $round: req/s (gateway CPU µs/req): no layer $b ($bc), layer $l ($lc), layer without admitted fields $q ($qc)"
+    if [ "$LEASE" != 0 ]; then
+        # A fresh quota for each round's leased gateway: the keys' state of the last one is gone.
+        redis-cli -u "$redis_url" flushall >/dev/null
+        # A reply past the deadline on a busy machine is admitted (and counted on the gateway's
+        # stderr), not refused: a refusal would end the run.
+        read -r e ec < <(measure --key header:x-api-key --quota "$QUOTA" --redis "$redis_url" --lease \
+            --when-redis-away admit)
+        lease_ratios+=("$(awk -v l="$l" -v e="$e" 'BEGIN { print e / l }')")
+        lease_cpu_ratios+=("$(awk -v l="$lc" -v e="$ec" 'BEGIN { print e / l }')")
+        echo "lease round $round: req/s (gateway CPU µs/req): local $l ($lc), leased $e ($ec)"
+    fi
 done
 report() {
     local r rc
@@ -109,3 +159,8 @@ report() {
 }
 report "layer (fields on every response)" 'ratios[@]' 'cpu_ratios[@]'
 report "layer (fields on refusals only)" 'quiet_ratios[@]' 'quiet_cpu_ratios[@]'
+if [ "$LEASE" != 0 ]; then
+    awk -v r="$(printf '%s\n' "${lease_ratios[@]}" | median)" -v rc="$(printf '%s\n' "${lease_cpu_ratios[@]}" | median)" 'BEGIN {
+        printf "leased against local: median throughput ratio %.4f, median CPU per request ratio %.4f\n", r, rc
+    }'
+fi
