@@ -25,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import svg  # noqa: E402
+from report_fleet import TITLE as LEASE_FLEET_TITLE  # noqa: E402
+from report_fleet import lease_fleet, lease_fleet_targets, tower_lease_rows, tower_lease_targets  # noqa: E402
 
 CLOCKS = ["precise", "coarse"]
 PAGE_LINES = 300
@@ -628,7 +630,7 @@ def tower(data):
          f"{data['every']['cost_percent']:.1f}%", f"{(data['every']['cpu_ratio'] - 1) * 100:+.1f}%"],
         ["layer, fields on refusals only", f"{median('refusals'):,.0f}", f"{median('refusals_cpu'):.2f}",
          f"{data['refusals']['cost_percent']:.1f}%", f"{(data['refusals']['cpu_ratio'] - 1) * 100:+.1f}%"],
-    ]
+    ] + tower_lease_rows(data)
     lines = [
         "The gateway's built-in upstream, with and without the rate-limit layer, under wrk "
         f"({data['settings']}); every request is admitted, so each one takes the layer's longest "
@@ -643,12 +645,17 @@ def tower(data):
             "tower layer", None, data["refusals"]["cost_percent"], TOWER_TARGET_COST,
             f"{data['refusals']['cost_percent']:.1f}%", points=True,
         )
-    ]
+    ] + tower_lease_targets(data, Target)
     noise = [
         f"Tower layer: the rounds' costs (fields on refusals only) range from {min(costs):.1f}% to "
         f"{max(costs):.1f}% over {len(rounds)} rounds."
     ]
     return Section("The tower layer under load", lines, targets=targets, noise=noise)
+
+
+def leases(data):
+    # lease_fleet() starts with its heading and a blank line; main() writes the heading itself.
+    return Section(LEASE_FLEET_TITLE, lease_fleet(data)[2:], targets=lease_fleet_targets(data, Target))
 
 
 # Live quotas, policy sets and metrics ------------------------------------------------------------
@@ -747,6 +754,7 @@ SECTIONS = [
     ("redis.json", redis),
     ("redis-cluster.json", redis_cluster),
     ("tower.json", tower),
+    ("lease-fleet.json", leases),
 ]
 
 
