@@ -104,7 +104,7 @@ mod tests {
         assert!(!api.matches(&head(Method::GET, "/apiary")));
         assert!(!api.matches(&head(Method::GET, "/")));
         assert!(RouteFilter::path_prefix("/").matches(&head(Method::GET, "/anything")));
-        // Without its leading slash, the same prefix (it used to match nothing).
+        // Without its leading slash, the same prefix: a request path always starts with one.
         let login = RouteFilter::path_prefix("login");
         assert!(login.matches(&head(Method::POST, "/login")));
         assert!(login.matches(&head(Method::POST, "/login/2fa")));

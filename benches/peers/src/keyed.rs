@@ -233,8 +233,9 @@ where
 }
 
 /// tollgate's keyed window counter with a 128-bit state (a locked table: a short lock per key),
-/// on clock `C`: `u32::MAX` per 1,000 s (the long-lived period), more than 64 bits pack for any
-/// window, so wide by itself; a key stays allowed for `u32::MAX` decisions. The rows
+/// on clock `C`: `u32::MAX` per 1,000 s (the long-lived period): the sliding window's two counts
+/// take 128 bits by themselves, the fixed window is built wide; a key stays allowed for
+/// `u32::MAX` decisions. The rows
 /// `tollgate_sliding_window_wide` and `tollgate_fixed_window_wide`.
 #[derive(Debug)]
 pub struct TollgateKeyedWindow<A, C> {
@@ -254,7 +255,11 @@ impl<C> TollgateKeyedWindow<SlidingWindow, C> {
 impl<C> TollgateKeyedWindow<FixedWindow, C> {
     /// The fixed window counter.
     pub fn fixed(clock: C) -> Self {
-        let window = FixedWindow::new(wide_quota()).expect("the wide quota fits a fixed window");
+        // A fixed window's one count of u32::MAX fits beside a 1,000 s window's index in one word:
+        // built wide, as the sliding window's two counts are by themselves.
+        let window = FixedWindow::new(wide_quota())
+            .expect("the wide quota fits a fixed window")
+            .with_wide_state();
         assert!(window.is_wide());
         TollgateKeyedWindow { clock, window }
     }
