@@ -95,9 +95,8 @@ pub mod distributed;
 mod error;
 mod keyed;
 pub mod live;
-// The metrics' lanes, modelled by loom without the rest of the feature.
-#[cfg(tollgate_loom)]
-#[path = "metrics/lanes.rs"]
+// The per-thread counters of the metrics and of leased limiters, modelled by loom on their own.
+#[cfg(any(feature = "metrics", feature = "redis", tollgate_loom))]
 mod lanes;
 #[cfg(all(tollgate_loom, not(feature = "redis")))]
 #[path = "distributed/lease/ledger/mod.rs"]

@@ -75,7 +75,6 @@
 //! least 16, at most 256, in use at once) counts on the meter's shared line, exactly but with a
 //! locked add.
 
-mod lanes;
 #[cfg(feature = "redis")]
 mod lease;
 mod meter;

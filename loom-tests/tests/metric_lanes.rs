@@ -1,4 +1,5 @@
-//! loom models of the metrics' lanes (`src/metrics/lanes.rs`, feature `metrics`): a thread that
+//! loom models of the per-thread lanes (`src/lanes.rs`, the counters of the `metrics` feature
+//! and of leased limiters' local decisions): a thread that
 //! counts claims a lane (the lowest free bit of the claims' word, set with one `fetch_or`),
 //! counts on it with a plain load and store, and gives it back (`fetch_and`); a sum reads every
 //! lane. The shipped `LaneClaims` and `Lanes` run on loom's atomics here (`--cfg tollgate_loom`).

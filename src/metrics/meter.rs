@@ -5,10 +5,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::lanes::Lanes;
 use super::name::LimiterName;
 use super::registry;
 use super::thread;
+use crate::lanes::{thread as lane, Lanes};
 use crate::{Decision, Outcome};
 
 /// What a meter counts per thread, one counter each.
@@ -170,7 +170,7 @@ impl Meter {
     pub(crate) fn of_kind(name: LimiterName, kind: Kind) -> Meter {
         let shared = Arc::new(MeterShared {
             kind,
-            lanes: Lanes::new(thread::lanes_per_meter()),
+            lanes: Lanes::new(lane::lanes_per_meter()),
             #[cfg(feature = "redis")]
             redis: matches!(kind, Kind::Redis | Kind::Leased)
                 .then(|| super::redis::RedisCounts::new(name.as_str())),
@@ -202,7 +202,7 @@ impl Meter {
     /// Adds `n` to counter `count` (an index below [`COUNTS`]), on this thread's lane.
     #[inline(always)]
     pub(crate) fn add(&self, count: usize, n: u64) {
-        thread::add(&self.shared.lanes, count, n);
+        lane::add(&self.shared.lanes, count, n);
     }
 
     /// Takes the table events this thread noted and counts them: the end of a slow path.

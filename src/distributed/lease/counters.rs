@@ -1,7 +1,12 @@
 //! What a leased limiter counts of its leases: round trips, sizes, units given back. Relaxed
-//! atomics, read for reports (the place for a metrics exporter to read them).
+//! atomics, read for reports (the place for a metrics exporter to read them). The local
+//! decisions, one per request a lease decides, are counted on the deciding thread's own cache
+//! line (`crate::lanes`), so that threads deciding on different keys write no line in common.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(not(tollgate_loom))]
+use crate::lanes::{thread as lane, Lanes};
 
 /// The counts of a [`LeasedLimiter`](super::LeasedLimiter) since it was built.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -27,8 +32,12 @@ pub struct LeaseCounts {
 }
 
 /// The live counters behind [`LeaseCounts`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct LeaseCounters {
+    #[cfg(not(tollgate_loom))]
+    local_decisions: Lanes<1>,
+    /// Under loom the threads' lanes are not built (`crate::lanes`): a shared counter.
+    #[cfg(tollgate_loom)]
     local_decisions: AtomicU64,
     round_trips: AtomicU64,
     refreshes: AtomicU64,
@@ -46,8 +55,29 @@ fn add(counter: &AtomicU64, value: u64) {
     }
 }
 
+impl Default for LeaseCounters {
+    fn default() -> Self {
+        LeaseCounters {
+            #[cfg(not(tollgate_loom))]
+            local_decisions: Lanes::new(lane::lanes_per_meter()),
+            #[cfg(tollgate_loom)]
+            local_decisions: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+            leases: AtomicU64::new(0),
+            units_leased: AtomicU64::new(0),
+            units_dropped: AtomicU64::new(0),
+            units_given_back: AtomicU64::new(0),
+        }
+    }
+}
+
 impl LeaseCounters {
+    #[inline]
     pub(super) fn local_decision(&self) {
+        #[cfg(not(tollgate_loom))]
+        lane::add(&self.local_decisions, 0, 1);
+        #[cfg(tollgate_loom)]
         add(&self.local_decisions, 1);
     }
 
@@ -72,8 +102,12 @@ impl LeaseCounters {
     pub(super) fn snapshot(&self) -> LeaseCounts {
         // Relaxed: as in `add`; the counts are each exact, not a consistent cut.
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        #[cfg(not(tollgate_loom))]
+        let [local_decisions] = self.local_decisions.sum();
+        #[cfg(tollgate_loom)]
+        let local_decisions = read(&self.local_decisions);
         LeaseCounts {
-            local_decisions: read(&self.local_decisions),
+            local_decisions,
             round_trips: read(&self.round_trips),
             refreshes: read(&self.refreshes),
             leases: read(&self.leases),

@@ -1,4 +1,5 @@
-//! Counters that one thread at a time writes: the counting half of `tollgate::metrics`.
+//! Counters that one thread at a time writes: the counting half of `tollgate::metrics`, and
+//! of a leased limiter's local decisions.
 //!
 //! A thread that counts claims a *lane*, a small number (the lowest free one), from a
 //! [`LaneClaims`], and gives it back when it ends. A [`Lanes`] keeps one cache line of counters
@@ -13,9 +14,13 @@
 //! bit with `Release` after its last store and the claimer sets it with `Acquire` before its
 //! first load. loom checks both, with a broken twin of each (`loom-tests/tests/metric_lanes.rs`).
 //!
-//! Compiled on its own under loom (`--cfg tollgate_loom`), without the `metrics` feature, for
-//! those models: it takes its atomics from `crate::sync`, and its items are public there.
+//! Compiled under loom (`--cfg tollgate_loom`) for those models, without the `metrics`
+//! feature: it takes its atomics from `crate::sync`, and its items are public there. The
+//! threads' own lanes ([`thread`]) are not (loom's atomics are not built in a `static`).
 #![cfg_attr(not(tollgate_loom), allow(unreachable_pub))]
+
+#[cfg(not(tollgate_loom))]
+pub(crate) mod thread;
 
 use crossbeam_utils::CachePadded;
 
