@@ -17,8 +17,9 @@ section (JSON, in RESULTS_DIR). `benches/run` calls it after each measurement:
 - `redis`: the markdown tables `cargo bench --features redis --bench redis_speed` prints, each
   with the line that describes it.
 - `tower`: the rounds and medians `benches/gateway_load.sh` prints; with its leased rows, also
-  "lease": {"rounds": [{"round", "local", "local_cpu", "leased", "leased_cpu"}], "ratio",
-  "cpu_ratio"} (leased / local: throughput, and CPU per request).
+  "lease": {ALGORITHM: {"rounds": [{"round", "local", "local_cpu", "leased", "leased_cpu"}],
+  "ratio", "cpu_ratio"}} (leased / local: throughput, and CPU per request), ALGORITHM `token`
+  and `fixed`.
 
 Fails (exit status 1) when the output holds nothing it recognizes, so that a section whose
 measurement printed something unexpected is left out of the page rather than shown empty.
@@ -141,23 +142,27 @@ SUMMARY = re.compile(
 )
 
 LEASE_ROUND = re.compile(
-    r"lease round (\d+): req/s \(gateway CPU µs/req\): local ([0-9.]+) \(([0-9.]+)\), leased ([0-9.]+) \(([0-9.]+)\)"
+    r"lease round (\d+) \((\w+)\): req/s \(gateway CPU µs/req\): local ([0-9.]+) \(([0-9.]+)\), "
+    r"leased ([0-9.]+) \(([0-9.]+)\)"
 )
 LEASE_SUMMARY = re.compile(
-    r"leased against local: median throughput ratio ([0-9.]+), median CPU per request ratio ([0-9.]+)"
+    r"leased against local \((\w+)\): median throughput ratio ([0-9.]+), median CPU per request ratio ([0-9.]+)"
 )
 
 
 def tower_lease(text):
-    """The leased rows of gateway_load.sh's output, or None when it ran without them."""
-    rounds = [
-        dict(zip(["round", "local", "local_cpu", "leased", "leased_cpu"], map(float, match)))
-        for match in LEASE_ROUND.findall(text)
-    ]
-    summary = LEASE_SUMMARY.search(text)
-    if not rounds or not summary:
-        return None
-    return {"rounds": rounds, "ratio": float(summary.group(1)), "cpu_ratio": float(summary.group(2))}
+    """The leased rows of gateway_load.sh's output by algorithm, or None when it ran without them."""
+    leases = {}
+    for algorithm, ratio, cpu_ratio in LEASE_SUMMARY.findall(text):
+        rounds = [
+            dict(zip(["round", "local", "local_cpu", "leased", "leased_cpu"], map(float, numbers)))
+            for (number, which, *rest) in LEASE_ROUND.findall(text)
+            if which == algorithm
+            for numbers in [[number, *rest]]
+        ]
+        if rounds:
+            leases[algorithm] = {"rounds": rounds, "ratio": float(ratio), "cpu_ratio": float(cpu_ratio)}
+    return leases or None
 
 
 def tower(path):

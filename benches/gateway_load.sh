@@ -13,9 +13,11 @@
 #
 # Leased rows (unless LEASE=0; they need redis-server): each round also runs the gateway with
 # its keys' quotas in a redis-server of this script's own (free loopback port, no persistence),
-# decided on leases (`--redis URL --lease`, token bucket, the same keys and quota), beside the
-# same gateway deciding on its local table (the round's "layer" gateway, the same flags but the
-# store): the ratio is leased / local, per round, and its median.
+# decided on leases (`--redis URL --lease`, the same keys and quota), beside the same gateway
+# deciding on its local table (the same flags but the store): the ratio is leased / local, per
+# round, and its median. Once for each algorithm that leases: the token bucket (beside the
+# round's "layer" gateway) and the fixed window (`--algorithm fixed`, beside a local fixed
+# window run in the same round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -118,11 +120,11 @@ echo "wrk: 1 thread, $CONNECTIONS connections, $DURATION per run, $KEYS keys; qu
 # median of the per-round ratios to the gateway without the layer.
 limited_flags=(--key header:x-api-key --quota "$QUOTA" --capacity 100000)
 ratios=() cpu_ratios=() quiet_ratios=() quiet_cpu_ratios=()
-lease_ratios=() lease_cpu_ratios=()
+declare -A lease_ratios=() lease_cpu_ratios=()
 if [ "$LEASE" != 0 ]; then
     if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
         start_redis
-        echo "leased: the same gateway with --redis $redis_url --lease (token bucket, quota $QUOTA, $KEYS keys)"
+        echo "leased: the same gateway with --redis $redis_url --lease (token bucket and fixed window, quota $QUOTA, $KEYS keys)"
     else
         echo "redis-server or redis-cli not found: the leased rows are left out (install redis, or LEASE=0)" >&2
         LEASE=0
@@ -138,15 +140,22 @@ for round in $(seq "$ROUNDS"); do
     quiet_cpu_ratios+=("$(awk -v b="$bc" -v l="$qc" 'BEGIN { print l / b }')")
     echo "round $round: req/s (gateway CPU µs/req): no layer $b ($bc), layer $l ($lc), layer without admitted fields $q ($qc)"
     if [ "$LEASE" != 0 ]; then
-        # A fresh quota for each round's leased gateway: the keys' state of the last one is gone.
-        redis-cli -u "$redis_url" flushall >/dev/null
-        # A reply past the deadline on a busy machine is admitted (and counted on the gateway's
-        # stderr), not refused: a refusal would end the run.
-        read -r e ec < <(measure --key header:x-api-key --quota "$QUOTA" --redis "$redis_url" --lease \
-            --when-redis-away admit)
-        lease_ratios+=("$(awk -v l="$l" -v e="$e" 'BEGIN { print e / l }')")
-        lease_cpu_ratios+=("$(awk -v l="$lc" -v e="$ec" 'BEGIN { print e / l }')")
-        echo "lease round $round: req/s (gateway CPU µs/req): local $l ($lc), leased $e ($ec)"
+        for algorithm in token fixed; do
+            if [ "$algorithm" = token ]; then
+                local_rps=$l local_cpu=$lc
+            else
+                read -r local_rps local_cpu < <(measure "${limited_flags[@]}" --algorithm fixed)
+            fi
+            # A fresh quota for each leased gateway: the keys' state of the last one is gone.
+            redis-cli -u "$redis_url" flushall >/dev/null
+            # A reply past the deadline on a busy machine is admitted (and counted on the
+            # gateway's stderr), not refused: a refusal would end the run.
+            read -r e ec < <(measure --key header:x-api-key --quota "$QUOTA" --algorithm "$algorithm" \
+                --redis "$redis_url" --lease --when-redis-away admit)
+            lease_ratios[$algorithm]+=" $(awk -v l="$local_rps" -v e="$e" 'BEGIN { print e / l }')"
+            lease_cpu_ratios[$algorithm]+=" $(awk -v l="$local_cpu" -v e="$ec" 'BEGIN { print e / l }')"
+            echo "lease round $round ($algorithm): req/s (gateway CPU µs/req): local $local_rps ($local_cpu), leased $e ($ec)"
+        done
     fi
 done
 report() {
@@ -160,7 +169,11 @@ report() {
 report "layer (fields on every response)" 'ratios[@]' 'cpu_ratios[@]'
 report "layer (fields on refusals only)" 'quiet_ratios[@]' 'quiet_cpu_ratios[@]'
 if [ "$LEASE" != 0 ]; then
-    awk -v r="$(printf '%s\n' "${lease_ratios[@]}" | median)" -v rc="$(printf '%s\n' "${lease_cpu_ratios[@]}" | median)" 'BEGIN {
-        printf "leased against local: median throughput ratio %.4f, median CPU per request ratio %.4f\n", r, rc
-    }'
+    for algorithm in token fixed; do
+        # shellcheck disable=SC2086 # the ratios are a space-separated list
+        awk -v a="$algorithm" -v r="$(printf '%s\n' ${lease_ratios[$algorithm]} | median)" \
+            -v rc="$(printf '%s\n' ${lease_cpu_ratios[$algorithm]} | median)" 'BEGIN {
+            printf "leased against local (%s): median throughput ratio %.4f, median CPU per request ratio %.4f\n", a, r, rc
+        }'
+    done
 fi

@@ -125,36 +125,44 @@ def lease_fleet_targets(data, target_class):
 MIN_LEASE_RATIO = 0.9
 
 
+LEASED_ALGORITHMS = {"token": "token bucket", "fixed": "fixed window (`--algorithm fixed`)"}
+
+
 def tower_lease_rows(data):
     """Rows [gateway, requests/s, CPU µs per request, throughput cost, CPU per request] for
-    report.py's tower table: the leased gateway against the local one of the same rounds."""
-    lease = data.get("lease")
-    if not lease:
-        return []
-    rounds = lease["rounds"]
-    leased = statistics.median(row["leased"] for row in rounds)
-    leased_cpu = statistics.median(row["leased_cpu"] for row in rounds)
-    return [
-        [
-            "layer on leases from Redis (`--redis URL --lease`), against the local layer",
-            f"{leased:,.0f}",
-            f"{leased_cpu:.2f}",
-            f"{(1 - lease['ratio']) * 100:.1f}% (ratio {lease['ratio']:.3f}x)",
-            f"{(lease['cpu_ratio'] - 1) * 100:+.1f}%",
-        ]
-    ]
+    report.py's tower table: each leased gateway against the local one of the same rounds and
+    algorithm."""
+    rows = []
+    for algorithm, lease in (data.get("lease") or {}).items():
+        rounds = lease["rounds"]
+        leased = statistics.median(row["leased"] for row in rounds)
+        leased_cpu = statistics.median(row["leased_cpu"] for row in rounds)
+        rows.append(
+            [
+                f"layer on leases from Redis (`--redis URL --lease`), {LEASED_ALGORITHMS.get(algorithm, algorithm)}, "
+                "against the local layer",
+                f"{leased:,.0f}",
+                f"{leased_cpu:.2f}",
+                f"{(1 - lease['ratio']) * 100:.1f}% (ratio {lease['ratio']:.3f}x)",
+                f"{(lease['cpu_ratio'] - 1) * 100:+.1f}%",
+            ]
+        )
+    return rows
 
 
 def tower_lease_targets(data, target_class):
-    """Leased at least 0.9x the local gateway's throughput: as a cost of at most 10 points."""
-    lease = data.get("lease")
-    if not lease:
-        return []
-    cost = (1 - lease["ratio"]) * 100
-    return [
-        target_class(
-            f"the gateway on leases serves at least {MIN_LEASE_RATIO}x the local layer's throughput "
-            f"(measured {lease['ratio']:.3f}x)",
-            "tower layer, leased", None, cost, (1 - MIN_LEASE_RATIO) * 100, f"{cost:.1f}% cost", points=True,
+    """Leased at least 0.9x the local gateway's throughput, for each algorithm: as a cost of at
+    most 10 points."""
+    targets = []
+    for algorithm, lease in (data.get("lease") or {}).items():
+        cost = (1 - lease["ratio"]) * 100
+        name = LEASED_ALGORITHMS.get(algorithm, algorithm).split(" (")[0]
+        targets.append(
+            target_class(
+                f"the gateway on leases ({name}) serves at least {MIN_LEASE_RATIO}x the local layer's "
+                f"throughput (measured {lease['ratio']:.3f}x)",
+                f"tower layer, leased {name}", None, cost, (1 - MIN_LEASE_RATIO) * 100, f"{cost:.1f}% cost",
+                points=True,
+            )
         )
-    ]
+    return targets

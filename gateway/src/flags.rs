@@ -197,10 +197,16 @@ impl Flags {
                     .into(),
             );
         }
-        if self.lease && !matches!(algorithm, AlgorithmChoice::Token | AlgorithmChoice::Fixed) {
+        if self.lease
+            && !matches!(
+                algorithm,
+                AlgorithmChoice::Token | AlgorithmChoice::Fixed | AlgorithmChoice::Sliding
+            )
+        {
             return refuse(format!(
-                "--lease: the {algorithm} cannot be leased; lease a token bucket (--algorithm token) or a \
-                 fixed window (--algorithm fixed), or decide each request in Redis without --lease"
+                "--lease: the {algorithm} cannot be leased; lease a token bucket (--algorithm token), a \
+                 fixed window (--algorithm fixed) or a sliding window (--algorithm sliding), or decide \
+                 each request in Redis without --lease"
             ));
         }
         if let (Some(KeyChoice::ClientIp { extractor, .. }), false) = (&self.key, self.trust_any_forwarder) {

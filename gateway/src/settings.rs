@@ -46,7 +46,7 @@ pub(crate) enum Store {
         target: RedisTarget,
         when_away: RedisAwayChoice,
         /// Whether each gateway spends units leased from Redis's quota locally (`--lease`,
-        /// `[redis] lease`): the token bucket and the fixed window.
+        /// `[redis] lease`): the token bucket, the fixed window and the sliding window counter.
         lease: bool,
     },
 }

@@ -175,30 +175,50 @@ fn a_redis_away_is_said_at_start_with_its_cause_and_answered_by_the_policy() {
 
 /// Two gateways spending units leased from one Redis quota (`--lease`): together they never
 /// pass it. A token bucket of 3 per minute refills one unit every 20 s, so in the second these
-/// eight requests take, the two gateways admit at most 3 of `alice`'s between them.
+/// eight requests take, the two gateways admit at most 3 of `alice`'s between them; the same for
+/// a sliding window counter of 3 per minute (`--algorithm sliding`).
 #[test]
 fn two_gateways_on_leases_never_pass_the_quota_together() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let leased = [&PER_API_KEY[..], &["--redis", &url, "--lease"]].concat();
-    let first = Gateway::start(&leased);
-    let second = Gateway::start(&leased);
-    assert!(
-        first
-            .banner_line("keys: in Redis at ")
-            .is_some_and(|line| line.ends_with("; each gateway spends units leased from Redis")),
-        "{:?}",
-        first.banner
-    );
-    let statuses: Vec<u16> = [&first, &first, &second, &second, &first, &first, &second, &second]
-        .iter()
-        .map(|gateway| gateway.get("/", &[("x-api-key", "alice")]).status)
-        .collect();
-    assert_eq!(statuses[0], 200, "{statuses:?}");
-    assert!(statuses.iter().all(|&s| s == 200 || s == 429), "{statuses:?}");
-    let admitted = statuses.iter().filter(|&&s| s == 200).count();
-    assert!(admitted <= 3, "{admitted} admitted of a quota of 3: {statuses:?}");
-    assert_eq!(second.get("/", &[("x-api-key", "bob")]).status, 200);
+    for algorithm in ["token", "sliding"] {
+        let leased = [
+            &PER_API_KEY[..],
+            &["--redis", &url, "--lease", "--algorithm", algorithm],
+        ]
+        .concat();
+        let first = Gateway::start(&leased);
+        let second = Gateway::start(&leased);
+        assert!(
+            first
+                .banner_line("keys: in Redis at ")
+                .is_some_and(|line| line.ends_with("; each gateway spends units leased from Redis")),
+            "{algorithm}: {:?}",
+            first.banner
+        );
+        let key = [("x-api-key", format!("alice-{algorithm}"))];
+        let key = [(key[0].0, key[0].1.as_str())];
+        let statuses: Vec<u16> = [&first, &first, &second, &second, &first, &first, &second, &second]
+            .iter()
+            .map(|gateway| gateway.get("/", &key).status)
+            .collect();
+        assert_eq!(statuses[0], 200, "{algorithm}: {statuses:?}");
+        assert!(
+            statuses.iter().all(|&s| s == 200 || s == 429),
+            "{algorithm}: {statuses:?}"
+        );
+        let admitted = statuses.iter().filter(|&&s| s == 200).count();
+        assert!(
+            admitted <= 3,
+            "{algorithm}: {admitted} admitted of a quota of 3: {statuses:?}"
+        );
+        let other = format!("bob-{algorithm}");
+        assert_eq!(
+            second.get("/", &[("x-api-key", other.as_str())]).status,
+            200,
+            "{algorithm}"
+        );
+    }
 }
 
 #[test]
@@ -207,13 +227,13 @@ fn a_lease_of_an_algorithm_that_cannot_be_leased_stops_the_start() {
     let url = redis.url();
     let output = run(&[
         &PER_API_KEY[..],
-        &["--redis", &url, "--lease", "--algorithm", "sliding"],
+        &["--redis", &url, "--lease", "--algorithm", "leaky"],
     ]
     .concat());
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--lease: the sliding window cannot be leased"),
+        stderr.contains("--lease: the leaky bucket cannot be leased"),
         "{stderr}"
     );
 }

@@ -174,8 +174,7 @@ fn fixed_window(limit: u64, admitted: i64, count: i64, until_end: i64, cost: u64
 }
 
 /// The sliding window reply: the counts the script decided on, and where the window starts
-/// relative to now. Placed in window 2 (or later, if the clock went back past the start), and
-/// decided again by the core's arithmetic on those counts.
+/// relative to now (µs), decided again by the core's arithmetic on those counts.
 fn sliding_window(
     window: &crate::SlidingWindow,
     admitted: i64,
@@ -185,20 +184,11 @@ fn sliding_window(
     cost: u64,
 ) -> Option<Decision> {
     let (previous, current) = (u64::try_from(previous).ok()?, u64::try_from(current).ok()?);
-    let w = micros(window.window())?;
     // The window's start relative to now: `-elapsed`, or how far the clock went back before it.
-    let ahead = u64::try_from(start_minus_now.max(0)).ok()?;
+    let ahead = u64::try_from(start_minus_now.max(0)).ok()?.checked_mul(MICROS)?;
     // `unsigned_abs`, not `-`: an (unexpected) `i64::MIN` must be refused, not overflow.
-    let elapsed = start_minus_now.min(0).unsigned_abs();
-    let index = ahead.div_ceil(w).checked_add(2)?;
-    let start = index.checked_mul(w)?;
-    let now = start
-        .checked_add(elapsed)?
-        .checked_sub(ahead)?
-        .checked_mul(MICROS)?;
-    // Not through a packed state: counts carried across a change of window (the script's
-    // conversion) may exceed this window's count field, which `SlidingWindow::state` clamps.
-    let (decision, _) = window.decide_counts(index, previous, current, Timestamp::from_nanos(now), cost);
+    let elapsed = start_minus_now.min(0).unsigned_abs().checked_mul(MICROS)?;
+    let decision = window.decide_placed(previous, current, ahead, elapsed, cost)?;
     (decision.is_allowed() == (admitted == 1) && (admitted == 0 || admitted == 1)).then_some(decision)
 }
 

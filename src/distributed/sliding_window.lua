@@ -9,11 +9,24 @@
 --          length makes a state written under another window (the quota changed) readable: its
 --          index is in that window's units.
 -- ARGV[1]  cost, w (window, microseconds), limit [, now_us], packed as prologue.lua reads it.
--- ARGV[2]  present: a peek, decide without writing.
--- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0), previous, current (before the
---          request), start of the window minus now (microseconds; positive only if the clock
---          went back).
+-- ARGV[2]  absent: a check. 'lease' (a leased limiter, `src/distributed/lease/`): a check that
+--          also grants units, counted in this window, up to ARGV[3] (8 bytes, '<i8', at least
+--          the cost) and at most half of what the window has free, rounded up. Anything else:
+--          a peek, decide without writing.
+-- Returns  32 bytes (struct '<i8i8i8i8'): admitted (1 or 0; with 'lease', the units granted,
+--          the request's included: 0 for a refusal), previous, current (before the request),
+--          start of the window minus now (microseconds; positive only if the clock went back);
+--          with 'lease', 40 bytes: those, then now.
 local w, limit = first, second
+local lease = ARGV[2] == 'lease'
+local peek = ARGV[2] and not lease
+local want = cost
+if lease then
+  want = #ARGV[3] == 8 and struct.unpack('<i8', ARGV[3])
+  if not want or want < cost then
+    return redis.error_reply('TOLLGATE_LEASE the units asked for must be at least the weight')
+  end
+end
 local index = math.floor(now / w)
 local previous, current, same, converted = 0, 0, false, false
 local stored = redis.call('GET', KEYS[1])
@@ -85,41 +98,59 @@ local function product(a, b)
   high = high + math.floor(other / 67108864) + math.floor(low / 4503599627370496)
   return high, low % 4503599627370496
 end
-local function refuses()
+-- Whether `n` more units pass the limit (`n` at most the limit).
+local function refuses(n)
   if limit * w <= 2251799813685248 and previous * w <= 2251799813685248 and current * w <= 2251799813685248 then
-    -- Each product at most 2^51 (`cost <= limit`): the sum is below 2^53.
-    return previous * (w - elapsed) + (current + cost) * w > limit * w
+    -- Each product at most 2^51 (`n <= limit`): the sum is below 2^53.
+    return previous * (w - elapsed) + (current + n) * w > limit * w
   end
   local ph, pl = product(previous, w - elapsed)
-  local ch, cl = product(current + cost, w)
+  local ch, cl = product(current + n, w)
   local lh, ll = product(limit, w)
   local sl = pl + cl
   local sh = ph + ch + math.floor(sl / 4503599627370496)
   sl = sl % 4503599627370496
   return sh > lh or (sh == lh and sl > ll)
 end
-if cost > 0 and refuses() then
+if cost > 0 and refuses(cost) then
   -- A refusal on a client's time in a later window than the stored one stores the state moved
   -- to this window (the same counts), once per window: a request stamped earlier (a client clock
   -- that stepped back) is then decided in this window, at its start, as on a clock that never
   -- goes back, and not in the stored one (docs/distributed.md, "Time"). The server's clock is
   -- read, not sent: its refusals write nothing.
-  if (converted or (client and stored and not same)) and not ARGV[2] then
+  if (converted or (client and stored and not same)) and not peek then
     redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)),
       struct.pack('<i8i8i8i8', index, previous, current, w))
   end
+  if lease then
+    return struct.pack('<i8i8i8i8i8', 0, previous, current, start - now, now)
+  end
   return struct.pack('<i8i8i8i8', 0, previous, current, start - now)
 end
-if cost > 0 and not ARGV[2] then
+local granted = cost
+if lease and want > cost then
+  -- The most units that pass (`free`, at least `cost`, which passes): first as doubles (within
+  -- a few units of exact), then moved down to the exact bound by `refuses`.
+  local free = math.floor(limit - current - previous * (w - elapsed) / w)
+  free = math.min(free, limit - current)
+  while free > cost and refuses(free) do
+    free = free - 1
+  end
+  granted = math.max(cost, math.min(want, math.ceil(free / 2)))
+end
+if granted > 0 and not peek then
   -- The key expires when both counts have left the sliding window, at the end of the window
   -- after this one. A key that holds this window already expires then (set when its first unit
   -- was counted): keep that TTL, which spares setting it and formatting it.
-  local value = struct.pack('<i8i8i8i8', index, previous, current + cost, w)
+  local value = struct.pack('<i8i8i8i8', index, previous, current + granted, w)
   if same then
     redis.call('SET', KEYS[1], value, 'KEEPTTL')
   else
     -- The TTL as text made with '%d' (cheaper than a number argument: gcra.lua).
     redis.call('PSETEX', KEYS[1], string.format('%d', math.ceil((start + 2 * w - now) / 1000)), value)
   end
+end
+if lease then
+  return struct.pack('<i8i8i8i8i8', granted, previous, current, start - now, now)
 end
 return struct.pack('<i8i8i8i8', 1, previous, current, start - now)

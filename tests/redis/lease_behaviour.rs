@@ -11,8 +11,7 @@ use tollgate::distributed::{
     RedisLimiter, TimeSource,
 };
 use tollgate::{
-    CapacityError, Clock, FixedWindow, LeakyBucket, ManualClock, SlidingLog, SlidingWindow, Timestamp,
-    TokenBucket,
+    CapacityError, Clock, FixedWindow, LeakyBucket, ManualClock, SlidingLog, Timestamp, TokenBucket,
 };
 
 use crate::lease_fleet::{check_spaced, leased, settle, taken_in_redis, INSTANCES};
@@ -89,6 +88,58 @@ async fn a_steady_key_is_decided_by_its_lease_refreshed_before_it_runs_out() {
     assert!(counts.refreshes > 0, "{counts:?}");
     // At most one round trip per ten decisions (slots pass at twice the spending).
     assert!(counts.round_trips * 10 < 2_000, "{counts:?}");
+}
+
+/// Every decision is counted once, as a lease's or as a request's round trip, when four
+/// threads decide at once on keys of their own and on one they share: the local decisions are
+/// counted on each thread's own line, and their sum loses none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_decision_is_counted_once_from_several_threads() {
+    let server = shared_database();
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_700_000_040));
+    let bucket = TokenBucket::new("1/s burst 100000".parse().unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), bucket, fail_closed())
+        .time(TimeSource::client(clock.clone()))
+        .deadline(Duration::from_secs(5))
+        .prefix("counted:")
+        .leased()
+        .connect()
+        .await
+        .unwrap();
+    let limiter = Arc::new(limiter);
+    const TASKS: usize = 4;
+    const REQUESTS: usize = 500;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move {
+                for request in 0..REQUESTS {
+                    let key = if request % 2 == 0 {
+                        format!("own-{task}")
+                    } else {
+                        "shared".to_owned()
+                    };
+                    let answer = limiter.check(&key).await.unwrap();
+                    assert!(answer.is_allowed(), "{answer:?}");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    settle(std::slice::from_ref(&limiter)).await;
+    let counts = limiter.counts();
+    let asked = counts.round_trips - counts.refreshes;
+    assert_eq!(
+        counts.local_decisions + asked,
+        (TASKS * REQUESTS) as u64,
+        "{counts:?}"
+    );
+    assert!(
+        counts.local_decisions > (TASKS * REQUESTS / 2) as u64,
+        "{counts:?}"
+    );
 }
 
 /// A peek counts nothing, in the lease or in Redis.
@@ -232,9 +283,8 @@ async fn a_quota_changed_on_the_per_decision_limiter_leaves_the_leases_quota() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configurations_that_cannot_lease_are_refused() {
     let server = shared_database();
-    let not_leased: [RedisAlgorithm; 3] = [
+    let not_leased: [RedisAlgorithm; 2] = [
         LeakyBucket::new("10/s".parse().unwrap()).unwrap().into(),
-        SlidingWindow::new("10/s".parse().unwrap()).unwrap().into(),
         SlidingLog::new("10/s".parse().unwrap()).unwrap().into(),
     ];
     for algorithm in not_leased {
@@ -250,7 +300,7 @@ async fn configurations_that_cannot_lease_are_refused() {
         assert!(
             error
                 .to_string()
-                .contains("lease a token bucket or a fixed window"),
+                .contains("lease a token bucket, a fixed window or a sliding window counter"),
             "{error}"
         );
     }

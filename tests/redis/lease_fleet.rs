@@ -10,11 +10,12 @@ use redis::aio::ConnectionLike;
 use tollgate::distributed::{
     DecidedBy, FailurePolicy, LeasedLimiter, RedisAlgorithm, RedisLimiter, TimeSource,
 };
-use tollgate::{FixedWindow, ManualClock, Timestamp, TokenBucket};
+use tollgate::{FixedWindow, ManualClock, SlidingWindow, Timestamp, TokenBucket};
 
 use crate::redis_common::{raw_connection, shared_database, Backend};
 
 use crate::reference::fixed_window::FixedWindowModel;
+use crate::reference::sliding_window::SlidingWindowModel;
 use crate::reference::token_bucket::TokenBucketModel;
 
 pub(crate) const INSTANCES: usize = 6;
@@ -141,7 +142,7 @@ async fn fleet_run(limiters: &[Arc<LeasedLimiter>], key: &str) -> Tally {
 }
 
 /// The units Redis has handed out for a bucket key whose first lease started at `start` (a
-/// frozen client time: its TAT is `start + units * T`), or for a fixed window key (its count).
+/// frozen client time: its TAT is `start + units * T`), or for a window key (its window's count).
 pub(crate) async fn taken_in_redis(
     connection: &mut impl ConnectionLike,
     key: &str,
@@ -156,6 +157,7 @@ pub(crate) async fn taken_in_redis(
             (word(0) - start.as_nanos() / 1_000) / interval
         }
         RedisAlgorithm::FixedWindow(_) => word(8),
+        RedisAlgorithm::SlidingWindow(_) => word(16),
         other => panic!("not leased: {other:?}"),
     }
 }
@@ -171,9 +173,10 @@ async fn a_fleet_at_a_frozen_time_never_admits_more_than_the_quota() {
     let frozen = TimeSource::client(ManualClock::starting_at(start));
     // Slow quotas: nothing refills, and no key expires in real time mid-test (the TTL is the
     // reset-after in client time).
-    let algorithms: [RedisAlgorithm; 2] = [
+    let algorithms: [RedisAlgorithm; 3] = [
         TokenBucket::new("100/h".parse().unwrap()).unwrap().into(),
         FixedWindow::new("100/h".parse().unwrap()).unwrap().into(),
+        SlidingWindow::new("100/h".parse().unwrap()).unwrap().into(),
     ];
     let mut connection = raw_connection(&server).await;
     for algorithm in algorithms {
@@ -332,7 +335,8 @@ async fn step(limiters: &[Arc<LeasedLimiter>], requests: &[usize], weight: u64) 
 /// A moving client clock: the instances ask in bursts at instants a little apart, several times
 /// the quota; every admission, replayed in time order through the exact reference model of the
 /// algorithm, is one the model admits (the bucket: no interval `[a, b]` holds more than
-/// `burst + (b - a) / T`; the window: no window more than its limit).
+/// `burst + (b - a) / T`; the window: no window more than its limit; the sliding window counter:
+/// no admission past its limit, on the exact estimate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_on_a_moving_clock_admits_only_what_the_exact_model_admits() {
     let server = shared_database();
@@ -343,9 +347,11 @@ async fn a_fleet_on_a_moving_clock_admits_only_what_the_exact_model_admits() {
     // rate. The window: 20 per second, windows crossed every few steps.
     let bucket = TokenBucket::new("20/s burst 20".parse().unwrap()).unwrap();
     let window = FixedWindow::new("20/s".parse().unwrap()).unwrap();
+    let sliding = SlidingWindow::new("20/s".parse().unwrap()).unwrap();
     for (algorithm, name) in [
         (RedisAlgorithm::from(bucket), "bucket"),
         (window.into(), "window"),
+        (sliding.into(), "sliding"),
     ] {
         clock.set(start);
         let prefix = format!("moving:{name}:");
@@ -380,8 +386,14 @@ async fn a_fleet_on_a_moving_clock_admits_only_what_the_exact_model_admits() {
                     assert!(model.decide(now, weight).allowed, "{name}: {weight} at {now}");
                 }
             }
-            _ => {
+            "window" => {
                 let mut model = FixedWindowModel::new(1_000_000_000, 20);
+                for &(now, weight) in &admissions {
+                    assert!(model.decide(now, weight).allowed, "{name}: {weight} at {now}");
+                }
+            }
+            _ => {
+                let mut model = SlidingWindowModel::new(1_000_000_000, 20);
                 for &(now, weight) in &admissions {
                     assert!(model.decide(now, weight).allowed, "{name}: {weight} at {now}");
                 }

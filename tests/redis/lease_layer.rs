@@ -98,10 +98,16 @@ async fn the_synchronous_path_decides_only_what_the_lease_holds() -> Result<(), 
         settle(std::slice::from_ref(&limiter)).await;
     }
     assert!(limiter.units_held() > 0);
-    let held = limiter.units_held();
+    let (held, before) = (limiter.units_held(), limiter.counts());
     let decided = RateLimiter::decide_now(&*limiter, &key, 1).expect("the lease decides")?;
     assert!(decided.is_allowed());
-    assert_eq!(limiter.units_held(), held - 1);
+    // One unit spent, and what a refresh the spend started added (at a frozen time nothing
+    // passes unused).
+    settle(std::slice::from_ref(&limiter)).await;
+    let after = limiter.counts();
+    let leased = after.units_leased - before.units_leased - (after.units_dropped - before.units_dropped);
+    assert_eq!(limiter.units_held(), held - 1 + leased);
+    assert_eq!(after.local_decisions, before.local_decisions + 1);
     // Heavier than the capacity: the layer's error, on the synchronous path.
     assert!(RateLimiter::decide_now(&*limiter, &key, 21)
         .expect("decided")

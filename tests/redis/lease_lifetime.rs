@@ -1,7 +1,7 @@
 //! What happens to a lease that is not spent: given back (by `release`, or by dropping the
 //! limiter in a runtime), it returns to the whole fleet; left in a limiter dropped outside a
-//! runtime, or in a process that is killed, it passes no later than its lifetime (a bucket's range within the burst's span of its grant, a window's units at the
-//! window's end); with Redis killed, a process spends what it holds, then its policy decides,
+//! runtime, or in a process that is killed, it passes no later than its lifetime (a bucket's
+//! range within the burst's span of its grant, a window's units at the window's end); with Redis killed, a process spends what it holds, then its policy decides,
 //! and Redis decides again once it is back.
 
 use std::io::{BufRead, BufReader};
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate::distributed::{DecidedBy, FailurePolicy, RedisAlgorithm, RedisLimiter, TimeSource};
-use tollgate::{FixedWindow, ManualClock, Timestamp, TokenBucket};
+use tollgate::{FixedWindow, ManualClock, SlidingWindow, Timestamp, TokenBucket};
 
 use crate::lease_fleet::{check_spaced, leased, leased_up_to, settle, taken_in_redis};
 use crate::redis_common::{raw_connection, shared_database, RedisServer, RedisUrl};
@@ -52,9 +52,10 @@ async fn drain(
 async fn units_given_back_return_to_the_fleet() {
     let server = shared_database();
     let frozen = TimeSource::client(ManualClock::starting_at(Timestamp::from_secs(1_700_000_040)));
-    let algorithms: [RedisAlgorithm; 2] = [
+    let algorithms: [RedisAlgorithm; 3] = [
         TokenBucket::new("100/h".parse().unwrap()).unwrap().into(),
         FixedWindow::new("100/h".parse().unwrap()).unwrap().into(),
+        SlidingWindow::new("100/h".parse().unwrap()).unwrap().into(),
     ];
     for algorithm in algorithms {
         let prefix = format!("back:{}:", algorithm.name().replace(' ', "-"));

@@ -3,7 +3,8 @@
 //! redis-server, each with its own connection, refreshes interleaving with the requests) admit
 //! only what the model admits when fed every admission in time order: the token bucket never
 //! more than `burst + (b - a) / T` in any `[a, b]`, the fixed window never more than its limit
-//! in any window.
+//! in any window, the sliding window counter never past its limit at any admission (the exact
+//! rational estimate of what was admitted).
 //!
 //! A key's TTL runs on the server's real clock while the trace's time is the client's, so a key
 //! can expire, in real time, before its client time says: the traces keep clear of that (the
@@ -19,10 +20,11 @@ use proptest::test_runner::{Config, TestRunner};
 use tollgate::distributed::{
     DecidedBy, FailurePolicy, LeasedLimiter, RedisAlgorithm, RedisLimiter, TimeSource,
 };
-use tollgate::{Clock, FixedWindow, ManualClock, Quota, Timestamp, TokenBucket};
+use tollgate::{Clock, FixedWindow, ManualClock, Quota, SlidingWindow, Timestamp, TokenBucket};
 
 use crate::redis_common::{shared_database, RedisUrl};
 use crate::reference::fixed_window::FixedWindowModel;
+use crate::reference::sliding_window::SlidingWindowModel;
 use crate::reference::token_bucket::TokenBucketModel;
 
 const SECOND: u64 = 1_000_000_000;
@@ -34,6 +36,8 @@ enum Kind {
     Bucket { interval: u64, burst: u64 },
     /// The window and its limit.
     Window { window: u64, limit: u64 },
+    /// The sliding window counter's window and limit.
+    Sliding { window: u64, limit: u64 },
 }
 
 /// One instant of the trace: how far the clock moves first, then requests of weight `weight`
@@ -62,11 +66,15 @@ fn case() -> impl Strategy<Value = Case> {
             window: window * SECOND,
             limit
         }),
+        (prop::sample::select(vec![3_600, 86_400]), 1..=20u64).prop_map(|(window, limit)| Kind::Sliding {
+            window: window * SECOND,
+            limit
+        }),
     ];
     (kind, 1..=8u64).prop_flat_map(|(kind, max_lease)| {
         let (span, heaviest) = match kind {
             Kind::Bucket { interval, burst } => (2 * interval, burst - 1),
-            Kind::Window { window, limit } => (window / 8, limit),
+            Kind::Window { window, limit } | Kind::Sliding { window, limit } => (window / 8, limit),
         };
         let step = (
             0..=span / 1_000,
@@ -99,6 +107,10 @@ fn algorithm(kind: &Kind) -> RedisAlgorithm {
             let quota = Quota::new(limit, Duration::from_nanos(window)).unwrap();
             FixedWindow::new(quota).unwrap().into()
         }
+        Kind::Sliding { window, limit } => {
+            let quota = Quota::new(limit, Duration::from_nanos(window)).unwrap();
+            SlidingWindow::new(quota).unwrap().into()
+        }
     }
 }
 
@@ -107,7 +119,11 @@ fn algorithm(kind: &Kind) -> RedisAlgorithm {
 fn next_time(kind: &Kind, now: u64, advance: u64) -> u64 {
     let next = now + advance;
     match *kind {
-        Kind::Window { window, .. } if window - next % window < 60 * SECOND => next - next % window + window,
+        Kind::Window { window, .. } | Kind::Sliding { window, .. }
+            if window - next % window < 60 * SECOND =>
+        {
+            next - next % window + window
+        }
         _ => next,
     }
 }
@@ -192,6 +208,12 @@ fn leased_instances_admit_only_what_the_exact_model_admits() {
             }
             Kind::Window { window, limit } => {
                 let mut model = FixedWindowModel::new(window, limit);
+                for &(at, weight) in &admitted {
+                    prop_assert!(model.decide(at, weight).allowed, "{weight} at {at}: {admitted:?}");
+                }
+            }
+            Kind::Sliding { window, limit } => {
+                let mut model = SlidingWindowModel::new(window, limit);
                 for &(at, weight) in &admitted {
                     prop_assert!(model.decide(at, weight).allowed, "{weight} at {at}: {admitted:?}");
                 }

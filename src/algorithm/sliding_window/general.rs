@@ -99,6 +99,32 @@ impl SlidingWindow {
         }
     }
 
+    /// [`decide_counts`](Self::decide_counts) in a window placed relative to now, for counts
+    /// read from elsewhere (Redis's, a lease's): the window began `elapsed` ns ago, or, `ahead`
+    /// above 0 (a clock that went back), begins `ahead` ns from now. Placed at window 2 or later,
+    /// so that a previous window exists; `None` when the placement passes the time range.
+    #[cfg(any(feature = "redis", tollgate_loom))]
+    pub(crate) fn decide_placed(
+        &self,
+        previous: u64,
+        current: u64,
+        ahead: u64,
+        elapsed: u64,
+        cost: u64,
+    ) -> Option<Decision> {
+        let w = self.layout.window();
+        let index = ahead.div_ceil(w).checked_add(2)?;
+        let now = self
+            .layout
+            .start_of(index)?
+            .checked_add(elapsed)?
+            .checked_sub(ahead)?;
+        Some(
+            self.decide_counts(index, previous, current, Timestamp::from_nanos(now), cost)
+                .0,
+        )
+    }
+
     /// [`decide_in_general`](Self::decide_in_general) out of line, for `decide`'s fast path to
     /// call (see [`OutOfLine`]). A wide configuration's 64-bit decision decides the state
     /// zero-extended (see [`Algorithm::is_wide`]).

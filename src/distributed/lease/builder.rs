@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::clock::LocalClock;
 use super::counters::LeaseCounters;
 use super::direct::DirectLeasedLimiter;
-use super::ledger::{LeaseRule, LeaseTable, Sizing};
+use super::ledger::{LeaseRule, LeaseTable, Sizing, Sliding};
 use super::limiter::{LeasedLimiter, Shared};
 use crate::distributed::algorithm::Reader;
 use crate::distributed::{RedisConfigError, RedisLimiter, RedisLimiterBuilder};
@@ -26,7 +26,8 @@ pub const DEFAULT_LEASE_KEYS: usize = 10_000;
 impl RedisLimiterBuilder {
     /// A limiter that leases units from this limiter's quota in Redis and spends them locally
     /// (`docs/distributed.md`, "Leases"): the same keys, prefix, clock, deadline, probe
-    /// interval and failure policy. For the token bucket and the fixed window.
+    /// interval and failure policy. For the token bucket, the fixed window and the sliding window
+    /// counter.
     ///
     /// ```no_run
     /// use tollgate::distributed::{FailurePolicy, RedisLimiter};
@@ -159,7 +160,15 @@ fn build(
                 tolerance,
             }
         }
-        Reader::FixedWindow { limit } => LeaseRule::Window { limit },
+        Reader::FixedWindow { limit } => LeaseRule::Window { limit, sliding: None },
+        Reader::SlidingWindow(window) => LeaseRule::Window {
+            limit: window.limit(),
+            sliding: Some(Sliding {
+                window,
+                // Whole µs: the Redis configuration checked it.
+                length: u64::try_from(window.window().as_micros()).unwrap_or(u64::MAX),
+            }),
+        },
         _ => {
             return Err(LeaseConfigError::NotLeasable {
                 algorithm: configured.algorithm.name(),
@@ -202,8 +211,9 @@ fn build(
 pub enum LeaseConfigError {
     /// The per-decision limiter under it cannot be built (its own error says why).
     Redis(RedisConfigError),
-    /// An algorithm whose units are not leased: only the token bucket and the fixed window are
-    /// (`docs/distributed.md`, "Leases", says why the others are not).
+    /// An algorithm whose units are not leased: only the token bucket, the fixed window and the
+    /// sliding window counter are (`docs/distributed.md`, "Leases", says why the others are
+    /// not).
     NotLeasable {
         /// The algorithm asked for.
         algorithm: &'static str,
@@ -225,8 +235,8 @@ impl fmt::Display for LeaseConfigError {
             LeaseConfigError::Redis(error) => error.fmt(f),
             LeaseConfigError::NotLeasable { algorithm } => write!(
                 f,
-                "a {algorithm} cannot be leased: lease a token bucket or a fixed window, or decide the \
-                 {algorithm} per request with RedisLimiter"
+                "a {algorithm} cannot be leased: lease a token bucket, a fixed window or a sliding \
+                 window counter, or decide the {algorithm} per request with RedisLimiter"
             ),
             LeaseConfigError::ZeroMaxLease => {
                 f.write_str("a largest lease of 0 units holds nothing: give max_lease at least 1")

@@ -25,8 +25,9 @@ fn origin(decided_by: DecidedBy) -> Origin {
 /// refuses on what Redis last said) is answered there, with no allocation and no task (the key
 /// is written on the stack to be hashed); one that needs Redis goes the asynchronous way, as a
 /// [`RedisLimiter`](crate::distributed::RedisLimiter)'s every request does. Nothing is given
-/// back through [`refund`](RateLimiter::refund): the token bucket and the fixed window never
-/// delay a request, so the layer never has a slot to give back.
+/// back through [`refund`](RateLimiter::refund): the algorithms it leases (the token bucket, the
+/// fixed window, the sliding window counter) never delay a request, so the layer never has a
+/// slot to give back.
 impl<K: Display + Sync> RateLimiter<K> for LeasedLimiter {
     fn decide(&self, key: &K, cost: u64) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
         let decided = self.decide_with_origin(key, cost);

@@ -163,7 +163,7 @@ impl LeasedLimiter {
 
     /// Gives back to Redis what this process's leases still hold and Redis can take back: a
     /// bucket's last range while it still ends its key's queue (`gcra_refund.lua` with the
-    /// range's end), a window's units while it lasts (`fixed_window_return.lua`). Nothing is
+    /// range's end), a window's units while it lasts (`window_return.lua`). Nothing is
     /// spent from them afterwards (a later request asks for a new lease). Returns the units
     /// given back. Dropping the limiter in a tokio runtime does the same on a task; a process
     /// that stops awaits this instead, to know its units are back before it exits. What is not
@@ -428,11 +428,22 @@ impl Shared {
         let sent = self.clock.now().map_err(Missed::Key)?;
         let (arguments, length) = packed_arguments(ask.cost, self.params, self.clock.argument(sent));
         let want = ask.want.to_le_bytes();
-        let args: [&[u8]; 2] = [&arguments[..length], &want];
+        let with_mode: [&[u8]; 3];
+        let without_mode: [&[u8]; 2];
+        let args: &[&[u8]] = match scripts::lease_mode(self.table.rule()) {
+            Some(mode) => {
+                with_mode = [&arguments[..length], mode, &want];
+                &with_mode
+            }
+            None => {
+                without_mode = [&arguments[..length], &want];
+                &without_mode
+            }
+        };
         let script = scripts::lease_script(self.table.rule());
         self.counters.round_trip();
         let keys = [redis_key];
-        let call = redis.connection.run(script, &keys, &args);
+        let call = redis.connection.run(script, &keys, args);
         let answer = metering
             .lease_timed(tokio::time::timeout(redis.deadline, call))
             .await;

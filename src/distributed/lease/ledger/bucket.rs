@@ -10,7 +10,7 @@
 //! `[a, b]` lie in `[a, b + burst*T]`, `T` apart: at most `burst + (b - a)/T`, the bound of the
 //! bucket itself. A slot whose time passed unspent is lost: `t` only moves forward past it.
 
-use super::{ask, refresh, Ask, GiveBack, Held, Sizing, Spend};
+use super::{ask, refresh, Ask, GiveBack, Held, Sizing, Spend, FREE_SHARE};
 use crate::algorithm::Algorithm;
 use crate::{Decision, Timestamp, TokenBucket};
 
@@ -23,6 +23,13 @@ fn decision(bucket: &TokenBucket, backlog: u64, cost: u64) -> Decision {
     bucket
         .decide(backlog.saturating_mul(MICROS), Timestamp::UNIX_EPOCH, cost)
         .decision
+}
+
+/// The least a sized ask wants at `now`: an eighth of the slots the key's quota had free at
+/// its last answer ([`FREE_SHARE`]), so that a key spent slowly still holds a lease that lasts.
+fn floor(interval: u64, tolerance: u64, held: &Held, now: u64) -> u64 {
+    let backlog = held.known.max(now) - now;
+    tolerance.saturating_sub(backlog) / interval / FREE_SHARE
 }
 
 /// Whole slots of `[from, to)` still to come at `now`.
@@ -76,7 +83,7 @@ pub(super) fn spend(
     }
     if !held.anchored {
         // Nothing known: Redis decides, and the key's first lease is the request's weight.
-        return ask(held, sizing, now, cost);
+        return ask(held, sizing, now, cost, 0);
     }
     let queue = held.known.max(now);
     let backlog = queue - now;
@@ -101,14 +108,14 @@ pub(super) fn spend(
         // At most an eighth of the burst: a process never waits for more than the quota can
         // gather while others spend it.
         let wanted = held
-            .next_want(sizing, now, cost)
+            .next_want(sizing, now, cost, 0)
             .min(sizing.max_lease)
-            .min(tolerance / interval / 8);
+            .min(tolerance / interval / FREE_SHARE);
         if available < wanted {
             let mut waiting = decision(bucket, backlog, wanted);
             if waiting.is_allowed() {
                 // Not expected (`available < wanted`); Redis decides then.
-                return ask(held, sizing, now, cost);
+                return ask(held, sizing, now, cost, 0);
             }
             waiting = Decision::denied(
                 available,
@@ -118,7 +125,8 @@ pub(super) fn spend(
             return Spend::Refused { decision: waiting };
         }
     }
-    ask(held, sizing, now, cost)
+    let floor = floor(interval, tolerance, held, now);
+    ask(held, sizing, now, cost, floor)
 }
 
 fn nanos(duration: std::time::Duration) -> u64 {
@@ -135,7 +143,8 @@ fn low_water(interval: u64, tolerance: u64, held: &mut Held, sizing: &Sizing, no
     if backlog + interval > tolerance {
         return None;
     }
-    refresh(held, sizing, now)
+    let floor = floor(interval, tolerance, held, now);
+    refresh(held, sizing, now, floor)
 }
 
 /// Installs `granted` slots from `start` (the first `cost` of them the asking request's, if it

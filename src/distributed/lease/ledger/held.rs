@@ -41,6 +41,8 @@ pub struct Held {
     /// What the last answers said of the whole quota, at least: the bucket's TAT, or the
     /// count of the window ending at `to` (this process's unspent units included).
     pub(crate) known: u64,
+    /// The sliding window counter: the previous window's count, for the window ending at `to`.
+    pub(crate) previous: u64,
     /// Units this process spent since `since` (its own requests that Redis admitted too).
     pub(crate) spent: u64,
     /// Start of the span `spent` counts, µs on the timeline.
@@ -95,19 +97,22 @@ impl Held {
 
     /// The units the next sized ask wants at `now` for a request of weight `cost`: the
     /// request's weight for a key never answered; else twice the units spent per interval
-    /// ([`pace`](Self::pace)). At least `cost` (and 1), at most `max_lease` (or `cost`).
-    pub(crate) fn next_want(&self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
+    /// ([`pace`](Self::pace)), or `floor` if more (the rule's share of the quota left free,
+    /// [`LeaseRule`](super::LeaseRule)'s `floor`). At least `cost` (and 1), at most `max_lease`
+    /// (or `cost`).
+    pub(crate) fn next_want(&self, sizing: &Sizing, now: u64, cost: u64, floor: u64) -> u64 {
         if !self.anchored {
             return cost;
         }
-        let want = self.pace(sizing, now).saturating_mul(2);
+        let want = self.pace(sizing, now).saturating_mul(2).max(floor);
         want.min(sizing.max_lease).max(cost).max(1)
     }
 
-    /// Makes a sized ask at `now` for a request of weight `cost`: the units it wants. Once an
-    /// interval has passed since `since`, its pace is kept and a new span starts.
-    pub(crate) fn ask(&mut self, sizing: &Sizing, now: u64, cost: u64) -> u64 {
-        let want = self.next_want(sizing, now, cost);
+    /// Makes a sized ask at `now` for a request of weight `cost`, with the rule's `floor`: the
+    /// units it wants. Once an interval has passed since `since`, its pace is kept and a new
+    /// span starts.
+    pub(crate) fn ask(&mut self, sizing: &Sizing, now: u64, cost: u64, floor: u64) -> u64 {
+        let want = self.next_want(sizing, now, cost, floor);
         if now.saturating_sub(self.since) >= sizing.interval {
             self.pace = self.pace(sizing, now);
             self.spent = 0;

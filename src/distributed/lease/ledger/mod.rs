@@ -28,7 +28,7 @@ pub use faults::LeaseFaults;
 pub use held::{Held, Sizing};
 pub use table::LeaseTable;
 
-use crate::{Decision, TokenBucket};
+use crate::{Decision, SlidingWindow, TokenBucket};
 
 /// A leased algorithm's parameters, in the integer microseconds and units of its script.
 #[derive(Clone, Copy, Debug)]
@@ -42,11 +42,24 @@ pub enum LeaseRule {
         /// `burst * T`, µs.
         tolerance: u64,
     },
-    /// The fixed window: a lease is units counted in one window, spent only within it.
+    /// The fixed window, or the sliding window counter: a lease is units counted in one
+    /// window, spent only within it.
     Window {
         /// The units a window admits.
         limit: u64,
+        /// The sliding window counter, which also weighs the previous window's count (the
+        /// core's arithmetic); `None`: the fixed window.
+        sliding: Option<Sliding>,
     },
+}
+
+/// A sliding window counter's lease parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Sliding {
+    /// The counter, which decides a spend's numbers.
+    pub window: SlidingWindow,
+    /// Its window, µs.
+    pub length: u64,
 }
 
 /// What a request's spend concluded.
@@ -101,13 +114,15 @@ pub enum Grant {
         /// The time the script read.
         now: u64,
     },
-    /// `fixed_window_lease.lua`: `granted` units added to the window ending at `end`, whose
-    /// count was `count` before, at `now`.
+    /// `fixed_window_lease.lua` (or `sliding_window.lua`'s lease): `granted` units added to the
+    /// window ending at `end`, whose count was `count` before, at `now`.
     Window {
         /// Units granted, the request's included (0: refused, or nothing asked).
         granted: u64,
         /// The window's count before the grant.
         count: u64,
+        /// The previous window's count (the sliding window counter's; 0 for the fixed window).
+        previous: u64,
         /// The end of the window the units were counted in.
         end: u64,
         /// The time the script read.
@@ -134,15 +149,22 @@ pub struct GiveBack {
     pub units: u64,
 }
 
-/// The round trip for a request that the lease does not hold: the key's sized ask if none is in
-/// flight, else one for the request's weight alone; a weightless request asks for nothing.
-fn ask(held: &mut Held, sizing: &Sizing, now: u64, cost: u64) -> Spend {
+/// The share of the units a key's quota has free that a sized ask wants at least, however
+/// slowly this process spends them: an eighth (the largest lease's default, and the most the
+/// bucket waits for), so that a key's leases last while its quota is far from spent, and
+/// shrink with what is left as it nears the limit.
+pub(crate) const FREE_SHARE: u64 = 8;
+
+/// The round trip for a request that the lease does not hold: the key's sized ask (at least
+/// `floor` units) if none is in flight, else one for the request's weight alone; a weightless
+/// request asks for nothing.
+fn ask(held: &mut Held, sizing: &Sizing, now: u64, cost: u64, floor: u64) -> Spend {
     #[cfg(tollgate_loom)]
     let snapshot = *held;
     let (want, sized) = if held.asking || cost == 0 {
         (cost, false)
     } else {
-        (held.ask(sizing, now, cost), true)
+        (held.ask(sizing, now, cost, floor), true)
     };
     Spend::Ask(Ask {
         cost,
@@ -153,13 +175,14 @@ fn ask(held: &mut Held, sizing: &Sizing, now: u64, cost: u64) -> Spend {
     })
 }
 
-/// The refresh to start after a spend left the lease low: the key's sized ask, for no request.
-fn refresh(held: &mut Held, sizing: &Sizing, now: u64) -> Option<Ask> {
+/// The refresh to start after a spend left the lease low: the key's sized ask (at least
+/// `floor` units), for no request.
+fn refresh(held: &mut Held, sizing: &Sizing, now: u64, floor: u64) -> Option<Ask> {
     #[cfg(tollgate_loom)]
     let snapshot = *held;
     (!held.asking).then(|| Ask {
         cost: 0,
-        want: held.ask(sizing, now, 0),
+        want: held.ask(sizing, now, 0, floor),
         sized: true,
         #[cfg(tollgate_loom)]
         snapshot,
@@ -185,7 +208,9 @@ impl LeaseRule {
                 interval,
                 tolerance,
             } => bucket::spend(&bucket, interval, tolerance, held, sizing, local, cost),
-            LeaseRule::Window { limit, .. } => window::spend(limit, held, sizing, local, cost),
+            LeaseRule::Window { limit, sliding } => {
+                window::spend(limit, sliding.as_ref(), held, sizing, local, cost)
+            }
         }
     }
 
@@ -217,9 +242,13 @@ impl LeaseRule {
             (
                 LeaseRule::Window { .. },
                 Grant::Window {
-                    granted, count, end, ..
+                    granted,
+                    count,
+                    previous,
+                    end,
+                    ..
                 },
-            ) => window::install(held, ask.cost, granted, count, end),
+            ) => window::install(held, ask.cost, granted, count, previous, end),
             // A reply of the other algorithm's shape: the reader never makes one.
             _ => 0,
         }
@@ -234,14 +263,15 @@ impl LeaseRule {
                 bucket::answer(&bucket, granted, start, now, cost)
             }
             (
-                LeaseRule::Window { limit, .. },
+                LeaseRule::Window { limit, sliding },
                 Grant::Window {
                     granted,
                     count,
+                    previous,
                     end,
                     now,
                 },
-            ) => window::answer(limit, granted, count, end, now, cost),
+            ) => window::answer(limit, sliding.as_ref(), granted, count, previous, end, now, cost),
             _ => None,
         }
     }

@@ -210,24 +210,82 @@ fn what_redis_refused_is_refused_without_a_round_trip() {
 #[test]
 fn a_first_lease_is_the_request_and_later_ones_follow_the_spending() {
     let mut held = Held::default();
-    assert_eq!(held.next_want(&SIZING, 5_000_000, 3), 3);
-    assert_eq!(held.ask(&SIZING, 5_000_000, 3), 3);
+    assert_eq!(held.next_want(&SIZING, 5_000_000, 3, 0), 3);
+    assert_eq!(held.ask(&SIZING, 5_000_000, 3, 0), 3);
     held.anchor(5_000_000, 5_000_000);
     held.spent = 3;
     // 3 units in 1 ms: counted over an eighth of the interval (12.5 ms), 24 per interval.
-    assert_eq!(held.ask(&SIZING, 5_001_000, 1), 40);
+    assert_eq!(held.ask(&SIZING, 5_001_000, 1, 0), 40);
     held.spent = 2;
-    assert_eq!(held.next_want(&SIZING, 5_001_000, 1), 32);
+    assert_eq!(held.next_want(&SIZING, 5_001_000, 1, 0), 32);
     // 30 units over 200 ms, sized for 100 ms: 2 * 15; the span restarts, its pace kept.
     held.spent = 30;
-    assert_eq!(held.ask(&SIZING, 5_200_000, 1), 30);
+    assert_eq!(held.ask(&SIZING, 5_200_000, 1, 0), 30);
     assert_eq!((held.spent, held.since, held.pace), (0, 5_200_000, 15));
     // Within the next interval, nothing spent yet: the last span's pace.
-    assert_eq!(held.next_want(&SIZING, 5_210_000, 1), 30);
+    assert_eq!(held.next_want(&SIZING, 5_210_000, 1, 0), 30);
     // Never above the largest lease, never below the request.
     held.spent = 1_000;
-    assert_eq!(held.next_want(&SIZING, 5_400_000, 1), 40);
-    assert_eq!(held.next_want(&SIZING, 5_400_000, 50), 50);
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 1, 0), 40);
+    assert_eq!(held.next_want(&SIZING, 5_400_000, 50, 0), 50);
+}
+
+#[test]
+fn a_key_spent_slowly_asks_for_an_eighth_of_what_its_quota_has_free() {
+    let wide = Sizing {
+        max_lease: 1_000,
+        ..SIZING
+    };
+    let want = |spend: Spend| match spend {
+        Spend::Ask(ask) => ask.want,
+        other => panic!("{other:?}"),
+    };
+    // The bucket: 8 slots leased and spent at once; its pace alone would ask for 2, but 92 of
+    // the burst's 100 slots are free: the refresh at half the lease asks for 11. A request an
+    // interval later, the lease spent, asks for 12 (the whole burst is free again), where its
+    // pace (4 units an interval) would ask for 8.
+    let rule = bucket_rule();
+    let mut held = bucket_lease(1_000_000, 8);
+    let mut refreshes = Vec::new();
+    for _ in 0..8 {
+        match rule.spend(&mut held, &wide, 1_000_000, 1) {
+            Spend::Lease { decision, refresh } if decision.is_allowed() => refreshes.extend(refresh),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        refreshes.iter().map(|ask| ask.want).collect::<Vec<_>>(),
+        [(BURST - 8) / 8]
+    );
+    held.asking = false;
+    assert_eq!(want(rule.spend(&mut held, &wide, 1_100_000, 1)), BURST / 8);
+    // The window: the key's first request counted 1 of 800; the next asks for an eighth of
+    // the 799 left, and in a later window for an eighth of the limit.
+    let rule = LeaseRule::Window {
+        limit: 800,
+        sliding: None,
+    };
+    let mut held = Held::default();
+    let grant = Grant::Window {
+        granted: 1,
+        count: 0,
+        previous: 0,
+        end: 2_000_000,
+        now: 1_000_000,
+    };
+    assert_eq!(
+        rule.install(&mut held, &sized(1, 1), &grant, 1_000_000, 1_000_000, &wide),
+        0
+    );
+    assert_eq!(want(rule.spend(&mut held, &wide, 1_000_100, 1)), 799 / 8);
+    held.asking = false;
+    assert_eq!(want(rule.spend(&mut held, &wide, 2_000_100, 1)), 100);
+    // Never above the largest lease.
+    held.asking = false;
+    assert_eq!(
+        want(rule.spend(&mut held, &SIZING, 2_000_200, 1)),
+        SIZING.max_lease
+    );
 }
 
 #[test]
@@ -295,11 +353,15 @@ fn the_last_range_goes_back_and_is_not_spent_after() {
 
 #[test]
 fn a_window_lease_is_spent_within_its_window_only() {
-    let rule = LeaseRule::Window { limit: 10 };
+    let rule = LeaseRule::Window {
+        limit: 10,
+        sliding: None,
+    };
     let mut held = Held::default();
     let grant = Grant::Window {
         granted: 6,
         count: 2,
+        previous: 0,
         end: 2_000_000,
         now: 1_500_000,
     };
@@ -375,4 +437,63 @@ fn the_table_stores_nothing_when_a_local_spend_needs_a_round_trip() {
         table.install(table.hash(b"other"), "other", &ask, &grant, 1_000_000, 1_000_000),
         None
     );
+}
+
+/// A sliding window counter's lease: 10 a second, the previous window counted 6. Its units are
+/// spent with the core's numbers; a request the lease does not hold is refused locally only
+/// when the previous window's weight and what Redis counted refuse it, and asked for otherwise.
+#[test]
+fn a_sliding_window_lease_weighs_the_previous_window() {
+    let window = crate::SlidingWindow::new(Quota::new(10, Duration::from_secs(1)).unwrap()).unwrap();
+    let rule = LeaseRule::Window {
+        limit: 10,
+        sliding: Some(Sliding {
+            window,
+            length: 1_000_000,
+        }),
+    };
+    // At the window's start: the request and 2 units more, counted 0 before.
+    let grant = Grant::Window {
+        granted: 3,
+        count: 0,
+        previous: 6,
+        end: 2_000_000,
+        now: 1_000_000,
+    };
+    let decision = rule.answer(&grant, 1).unwrap();
+    assert!(decision.is_allowed());
+    // 6 + 1 counted: 3 left.
+    assert_eq!(decision.remaining(), 3);
+    let mut held = Held::default();
+    assert_eq!(
+        rule.install(&mut held, &sized(1, 3), &grant, 1_000_000, 1_000_000, &SIZING),
+        0
+    );
+    for remaining in [2, 1] {
+        match rule.spend(&mut held, &SIZING, 1_000_000, 1) {
+            Spend::Lease { decision, .. } => {
+                assert!(decision.is_allowed());
+                assert_eq!(decision.remaining(), remaining);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // 6 + 3 + 2 > 10: refused without a round trip; 6 + 3 + 1 fits: asked.
+    match rule.spend(&mut held, &SIZING, 1_000_000, 2) {
+        Spend::Refused { decision } => assert!(!decision.is_allowed()),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_000_000, 1),
+        Spend::Ask(_)
+    ));
+    // Half the window later the previous one weighs 3: 3 + 3 + 2 fits.
+    held.asking = false;
+    assert!(matches!(
+        rule.spend(&mut held, &SIZING, 1_500_000, 2),
+        Spend::Ask(_)
+    ));
+    // Past the window's end nothing of the lease is spent.
+    held.asking = false;
+    assert_eq!(rule.units(&held, &SIZING, 2_000_000), 0);
 }

@@ -1,15 +1,20 @@
-//! The fixed window's lease: units added to one window's count in Redis, spent only within
-//! that window.
+//! The window's lease (the fixed window, and the sliding window counter): units added to one
+//! window's count in Redis, spent only within that window.
 //!
 //! A lease of `g` units at `now` adds `g` to the count of the window `k` holding `now`
-//! (`fixed_window_lease.lua`: only if `count + g <= limit`). This process spends them while its
-//! timeline reading is before `k`'s end; since that reading is never behind the timeline, every
-//! unit spent in window `k` was counted in `k` before it was spent, and no window's spent units
-//! pass its count in Redis, at most the limit. Units left when the window ends pass unused;
-//! while it lasts they can be given back (`fixed_window_return.lua`: subtracted while the key
+//! (`fixed_window_lease.lua`: only if `count + g <= limit`; `sliding_window.lua`'s lease: only
+//! if `previous * (w - e) + (count + g) * w <= limit * w`, `e` the time into `k`). This process
+//! spends them while its timeline reading is before `k`'s end; since that reading is never
+//! behind the timeline, every unit spent in window `k` was counted in `k` before it was spent,
+//! and no window's spent units pass its count in Redis, at most the limit. For the sliding
+//! window counter, a unit spent at `t` in `k` meets the same counts as its grant, or larger
+//! ones counted since (every grant in `k` was checked against all counted before it), and a
+//! smaller weight of the previous window (`w - e` only shrinks): the count it is spent under
+//! passes the limit no more than its grant's did. Units left when the window ends pass unused;
+//! while it lasts they can be given back (`window_return.lua`: subtracted while the key
 //! still holds window `k`).
 
-use super::{ask, refresh, GiveBack, Held, Sizing, Spend};
+use super::{ask, refresh, GiveBack, Held, Sizing, Sliding, Spend, FREE_SHARE};
 use crate::Decision;
 
 /// Nanoseconds per microsecond.
@@ -32,37 +37,90 @@ fn refused(limit: u64, count: u64, until_end: u64) -> Decision {
     Decision::denied(limit.saturating_sub(count), until_end, reset)
 }
 
-pub(super) fn spend(limit: u64, held: &mut Held, sizing: &Sizing, local: u64, cost: u64) -> Spend {
+/// The least a sized ask wants at `now`: an eighth of the units the window the lease is
+/// asked in had free at the key's last answer ([`FREE_SHARE`]; a window past `held`'s, of the
+/// whole limit), so that a key spent slowly still holds a lease that lasts its window.
+fn floor(limit: u64, held: &Held, now: u64) -> u64 {
+    let counted = if now < held.to { held.known } else { 0 };
+    limit.saturating_sub(counted) / FREE_SHARE
+}
+
+/// The sliding window counter's decision for `cost` units on `current` counted in the window
+/// ending at `held.to` at `now`, if the core's verdict is `admitted`.
+fn weighed(
+    sliding: &Sliding,
+    held: &Held,
+    current: u64,
+    now: u64,
+    cost: u64,
+    admitted: bool,
+) -> Option<Decision> {
+    let start = held.to.checked_sub(sliding.length)?;
+    let (ahead, elapsed) = (start.saturating_sub(now), now.saturating_sub(start));
+    let decision = sliding.window.decide_placed(
+        held.previous,
+        current,
+        ahead.checked_mul(MICROS)?,
+        elapsed.checked_mul(MICROS)?,
+        cost,
+    )?;
+    (decision.is_allowed() == admitted).then_some(decision)
+}
+
+pub(super) fn spend(
+    limit: u64,
+    sliding: Option<&Sliding>,
+    held: &mut Held,
+    sizing: &Sizing,
+    local: u64,
+    cost: u64,
+) -> Spend {
     let now = held.line(local, sizing);
     if held.anchored && now < held.to {
         let until_end = held.to - now;
+        // The window's count as this process knows it, its unspent units not counted.
+        let counted = held.known.saturating_sub(held.left);
         if held.left >= cost {
-            held.left -= cost;
-            held.spent += cost;
-            let decision = admitted(limit, held.known.saturating_sub(held.left), until_end);
-            let refresh =
-                if !held.asking && held.granted > 0 && held.left * 2 <= held.granted && held.known < limit {
-                    refresh(held, sizing, now)
+            let decision = match sliding {
+                None => Some(admitted(limit, counted + cost, until_end)),
+                Some(sliding) => weighed(sliding, held, counted, now, cost, true),
+            };
+            // `None`: the core disagrees (never expected), and Redis decides.
+            if let Some(decision) = decision {
+                held.left -= cost;
+                held.spent += cost;
+                let refresh = if !held.asking
+                    && held.granted > 0
+                    && held.left * 2 <= held.granted
+                    && held.known < limit
+                {
+                    refresh(held, sizing, now, floor(limit, held, now))
                 } else {
                     None
                 };
-            return Spend::Lease { decision, refresh };
-        }
-        if held.known + cost > limit {
+                return Spend::Lease { decision, refresh };
+            }
+        } else {
             // The window's count was at least `known`: Redis refuses this too (unless units
             // were given back since).
-            return Spend::Refused {
-                decision: refused(limit, held.known.saturating_sub(held.left), until_end),
+            let refusal = match sliding {
+                None => (held.known + cost > limit).then(|| refused(limit, counted, until_end)),
+                Some(sliding) => weighed(sliding, held, held.known, now, cost, false),
             };
+            if let Some(decision) = refusal {
+                return Spend::Refused { decision };
+            }
         }
     }
-    ask(held, sizing, now, cost)
+    let floor = floor(limit, held, now);
+    ask(held, sizing, now, cost, floor)
 }
 
-/// Installs `granted` units added to the window ending at `end` whose count was `count` (the
-/// first `cost` of them the asking request's, if it was admitted); returns the units this
-/// process will never spend (granted in a window older than the one it holds).
-pub(super) fn install(held: &mut Held, cost: u64, granted: u64, count: u64, end: u64) -> u64 {
+/// Installs `granted` units added to the window ending at `end` whose count was `count`, after
+/// a previous window of `previous` (the first `cost` of them the asking request's, if it was
+/// admitted); returns the units this process will never spend (granted in a window older than
+/// the one it holds).
+pub(super) fn install(held: &mut Held, cost: u64, granted: u64, count: u64, previous: u64, end: u64) -> u64 {
     let own = if granted > 0 { cost.min(granted) } else { 0 };
     held.spent += own;
     let lease = granted - own;
@@ -71,9 +129,11 @@ pub(super) fn install(held: &mut Held, cost: u64, granted: u64, count: u64, end:
         held.to = end;
         held.left = lease;
         held.known = count + granted;
+        held.previous = previous;
     } else if end == held.to {
         held.left += lease;
         held.known = held.known.max(count + granted);
+        held.previous = held.previous.max(previous);
     } else {
         return lease;
     }
@@ -84,16 +144,28 @@ pub(super) fn install(held: &mut Held, cost: u64, granted: u64, count: u64, end:
 }
 
 /// The decision the script's answer makes for the request that asked.
+#[allow(clippy::too_many_arguments)] // the grant's fields, as `Grant::Window` holds them
 pub(super) fn answer(
     limit: u64,
+    sliding: Option<&Sliding>,
     granted: u64,
     count: u64,
+    previous: u64,
     end: u64,
     now: u64,
     cost: u64,
 ) -> Option<Decision> {
     let until_end = end.checked_sub(now)?;
-    if cost == 0 || granted >= cost {
+    let admitted_here = cost == 0 || granted >= cost;
+    if let Some(sliding) = sliding {
+        let window = Held {
+            to: end,
+            previous,
+            ..Held::default()
+        };
+        return weighed(sliding, &window, count, now, cost, admitted_here);
+    }
+    if admitted_here {
         let total = count.checked_add(cost).filter(|&total| total <= limit)?;
         Some(admitted(limit, total, until_end))
     } else if count + cost > limit {
