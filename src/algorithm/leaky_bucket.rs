@@ -29,8 +29,8 @@ use super::{low_half, Algorithm, OutOfLine, Transition};
 /// # Rounding
 /// The emission interval is rounded up to whole nanoseconds, as the
 /// [`TokenBucket`](super::TokenBucket)'s is (see its "Rounding"), and a rate that this would
-/// run more than 1% slow (near or above one unit per nanosecond: `200000000/s`,
-/// `1000000000/s`, `4294967295/ms`) is run exactly instead, with its state in 128 bits
+/// run more than 1% slow (near or above one unit per nanosecond: `300000000/s`,
+/// `4294967295/s`, `4294967295/ms`) is run exactly instead, with its state in 128 bits
 /// ([`Algorithm::is_wide`]), the time the queue is empty counted in units of `1 / count` ns.
 /// Such a rate's count is at most `u32::MAX`, for every period; a larger one is refused with
 /// [`QuotaError::RateTooFine`] (count in larger units). A wide shaper's slots are the exact
