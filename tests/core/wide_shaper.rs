@@ -3,13 +3,16 @@
 //! 64-bit state, which decides the same way), direct and keyed: each request's delay is its
 //! exact slot rounded up; a maximum wait refuses, storing nothing, exactly the requests
 //! whose rounded delay is above it; slots are not given back (`refund_slot`, `refund_n`, `undo`
-//! return `false` and keep the state); and a live change keeps the time unit or is refused.
+//! return `false` and keep the state, and a `PolicySet` keeps the slot a later policy refused);
+//! and a live change keeps the time unit or is refused.
 
 use std::time::Duration;
 
 use tollgate::algorithm::{Admission, Algorithm};
 use tollgate::live::{Live, QuotaChangeError};
-use tollgate::{DirectLimiter, KeyedLimiter, LeakyBucket, ManualClock, Quota, Timestamp};
+use tollgate::{
+    DirectLimiter, FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, PolicySet, Quota, Timestamp,
+};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const BURST: u64 = 1_000;
@@ -212,4 +215,27 @@ fn a_wide_shaper_changes_live_only_within_its_time_unit() {
     }
     .to_string();
     assert!(message.starts_with("a bucket cannot change"), "{message}");
+}
+
+/// A `PolicySet` of a wide shaper and a window that refuses the second request: the shaper's
+/// admission is undone, and gives nothing back, so its slot passes unused and the next request
+/// through the shaper waits behind it (a 64-bit shaper's undo would give that slot back).
+#[test]
+fn a_policy_set_undoing_a_wide_shaper_keeps_its_slot() {
+    let rate = RATES[0];
+    let clock = ManualClock::starting_at(ts(T0));
+    let set = PolicySet::new("shape", DirectLimiter::with_clock(shaper(rate), clock.clone()))
+        .and_then(|set| {
+            set.and(
+                "window",
+                DirectLimiter::with_clock(FixedWindow::new("1/min".parse().unwrap()).unwrap(), clock),
+            )
+        })
+        .unwrap();
+    assert!(set.check(&()).is_allowed());
+    let refused = set.check(&());
+    assert!(!refused.is_allowed());
+    assert_eq!(refused.reporting(), 1, "the window refuses");
+    let shaper = set.limiter(0).expect("the shaper");
+    assert_eq!(shaper.peek(&(), 1, None).unwrap().delay(), slots_up(rate, 2));
 }
