@@ -153,9 +153,10 @@ pub trait Algorithm: Send + Sync {
 
     /// Whether this configuration keeps its state in 128 bits, decided by the `_wide` methods:
     /// a window whose limit does not fit one 64-bit word beside its window index
-    /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]), or a
-    /// [`TokenBucket`] whose emission interval whole nanoseconds would run over 1% slow (its
-    /// TAT in units of `1 / count` ns: see its "Rounding"). Chosen at
+    /// ([`SlidingWindow::max_narrow_limit`], [`FixedWindow::max_narrow_limit`]), or a bucket
+    /// ([`TokenBucket`], [`LeakyBucket`]) whose emission interval whole nanoseconds would run
+    /// over 1% slow (its TAT in units of `1 / count` ns: see the token bucket's "Rounding").
+    /// Chosen at
     /// construction, from the quota; the limiters then hold a 128-bit cell instead of a 64-bit
     /// one (the direct limiter a 16-byte atomic, the keyed table a slot with a short lock per
     /// key: `docs/design.md`, "Wide states"). The default is `false`: every other algorithm's
@@ -163,20 +164,33 @@ pub trait Algorithm: Send + Sync {
     ///
     /// A wide configuration's 64-bit methods decide the state zero-extended to 128 bits (a
     /// window index of 0) and return the low 64 bits of what they store: meaningful only for
-    /// such states; the limiters never call them for it. A wide [`TokenBucket`]'s are safe
-    /// rather than meaningful: its 64-bit `decide` refuses every request, its `is_idle` is true
-    /// only where `is_idle_wide` is, and its refunds give nothing back.
+    /// such states; the limiters never call them for it. A wide bucket's ([`TokenBucket`],
+    /// [`LeakyBucket`]) are safe rather than meaningful: its 64-bit `decide` and
+    /// `decide_within` refuse every request, its `is_idle` is true only where `is_idle_wide`
+    /// is, and its refunds give nothing back.
     fn is_wide(&self) -> bool {
         false
     }
 
     /// [`decide`](Self::decide) on a 128-bit state: for a [wide](Self::is_wide) configuration,
     /// its decision; for any other, `decide` on the low 64 bits (its states never set the
-    /// others). Its decisions never carry a delay: the limiters decide a wide state's
-    /// `check_n_within` with it (the contract of [`decide_within`](Self::decide_within) with
-    /// no wait).
+    /// others). A wide shaper's ([`LeakyBucket`]) decisions carry their delay, rounded up to
+    /// whole nanoseconds; no other wide configuration's do.
     fn decide_wide(&self, state: u128, now: Timestamp, cost: u64) -> Transition<u128> {
         Transition::widened(self.decide(low_half(state), now, cost))
+    }
+
+    /// [`decide_within`](Self::decide_within) on a 128-bit state (see
+    /// [`decide_wide`](Self::decide_wide)): what the limiters decide a wide state's
+    /// `check_n_within` with. The default is, for a wide configuration, `decide_wide` (right
+    /// for every one whose decisions carry no delay; the shaper overrides it), and for any
+    /// other `decide_within` on the low 64 bits. As for `decide_within`, an override must
+    /// decide as `decide_wide` when `max_delay` is `u64::MAX`.
+    fn decide_within_wide(&self, state: u128, now: Timestamp, cost: u64, max_delay: u64) -> Transition<u128> {
+        match self.is_wide() {
+            true => self.decide_wide(state, now, cost),
+            false => Transition::widened(self.decide_within(low_half(state), now, cost, max_delay)),
+        }
     }
 
     /// [`is_idle`](Self::is_idle) on a 128-bit state (see [`decide_wide`](Self::decide_wide)).

@@ -193,7 +193,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`refund_n`](Self::refund_n) at a time the caller supplies.
     #[inline]
     pub fn refund_n_at(&self, cost: u64, now: Timestamp) -> bool {
-        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        // A wide state (a window's, a bucket's) gives nothing back: see `Algorithm::is_wide`.
         if self.algorithm.is_wide() {
             return false;
         }
@@ -262,11 +262,14 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
         now: Timestamp,
     ) -> Result<Decision, CostTooLarge> {
         self.fits(cost)?;
-        if self.algorithm.is_wide() {
-            // A wide state's decisions never carry a delay: `decide_within` is `decide`.
-            return Ok(self.metering.counted(self.decide_wide(now, cost)));
-        }
         let max_delay = duration_to_nanos_saturating(max_delay);
+        if self.algorithm.is_wide() {
+            return Ok(self
+                .metering
+                .counted(cell::update_wide(&self.state.wide, |state| {
+                    self.algorithm.decide_within_wide(state, now, cost, max_delay)
+                })));
+        }
         Ok(self.metering.counted(cell::update(&self.state.narrow, |state| {
             self.algorithm.decide_within(state, now, cost, max_delay)
         })))
@@ -332,7 +335,7 @@ impl<A: Algorithm, C: Clock> DirectLimiter<A, C> {
     /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
     #[inline]
     pub fn refund_slot_at(&self, cost: u64, end: Timestamp, now: Timestamp) -> bool {
-        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        // A wide state (a window's, a bucket's) gives nothing back: see `Algorithm::is_wide`.
         if self.algorithm.is_wide() {
             return false;
         }

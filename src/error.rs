@@ -53,9 +53,9 @@ pub enum QuotaError {
     /// above one unit per nanosecond, or one that divides its period badly at a few dozen
     /// nanoseconds per unit). Count in larger units (kibibytes rather than bytes).
     ///
-    /// The shaper ([`LeakyBucket`](crate::LeakyBucket)) refuses every such rate; the
-    /// [`TokenBucket`](crate::TokenBucket) runs it exactly in a 128-bit state, and refuses
-    /// only one whose count is above `u32::MAX`.
+    /// Both buckets ([`TokenBucket`](crate::TokenBucket), [`LeakyBucket`](crate::LeakyBucket))
+    /// run such a rate exactly in a 128-bit state, and refuse only one whose count is above
+    /// `u32::MAX`.
     RateTooFine {
         /// The count asked for.
         count: u64,

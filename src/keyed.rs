@@ -273,7 +273,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             let layout = TableLayout::for_capacity(capacity, slot_bytes::<u128>())?;
             let wide = (0..layout.shards())
                 .map(|_| {
-                    LockedShard::new(layout.slots_per_shard(), || WideStates(&algorithm).unused())
+                    LockedShard::new(layout.slots_per_shard(), || WideStates::new(&algorithm).unused())
                         .ok_or_else(too_large)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -336,7 +336,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`refund_n`](Self::refund_n) at a time the caller supplies.
     pub fn refund_n_at(&self, key: &K, cost: u64, now: Timestamp) -> bool {
-        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        // A wide state (a window's, a bucket's) gives nothing back: see `Algorithm::is_wide`.
         let Some((shard, home, fingerprint)) = self.locate(key) else {
             return false;
         };
@@ -374,7 +374,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         let Some((shard, home, fingerprint)) = self.locate(key) else {
             return match self.locate_wide(key) {
                 Some((shard, home, fingerprint)) => shard.reset(
-                    &WideStates(&self.algorithm),
+                    &WideStates::new(&self.algorithm),
                     fingerprint,
                     home,
                     now.as_nanos(),
@@ -457,7 +457,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`refund_slot`](Self::refund_slot) at a time the caller supplies.
     pub fn refund_slot_at(&self, key: &K, cost: u64, end: Timestamp, now: Timestamp) -> bool {
-        // A wide state (a window's) gives nothing back: see `Algorithm::is_wide`.
+        // A wide state (a window's, a bucket's) gives nothing back: see `Algorithm::is_wide`.
         let Some((shard, home, fingerprint)) = self.locate(key) else {
             return false;
         };
@@ -505,7 +505,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
             .iter()
             .map(|shard| shard.busy(|state| self.algorithm.is_idle(state, now)))
             .sum();
-        let states = WideStates(&self.algorithm);
+        let states = WideStates::new(&self.algorithm);
         let wide: usize = self
             .wide
             .iter()
@@ -640,7 +640,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     ) -> (Decision, Timestamp) {
         let Some((shard, home, fingerprint)) = self.locate(key) else {
             let now = now();
-            return (self.decide_wide(key, now, cost), now);
+            return (self.decide_wide(key, now, cost, max_delay), now);
         };
         let now = now();
         if let Some(found) = shard.find(fingerprint, home) {
@@ -692,13 +692,14 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     }
 
     /// [`decide`](Self::decide) for a [wide](Algorithm::is_wide) algorithm, in its locked
-    /// table: the key's state locked, decided and stored, a new key inserted under its shard's
-    /// insert lock. A wide state's decisions carry no delay, so a wait of any length fits.
+    /// table: the key's state locked, decided for a request that waits at most `max_delay` ns
+    /// ([`Algorithm::decide_within_wide`]) and stored, a new key inserted under its shard's
+    /// insert lock.
     #[cold]
     #[inline(never)]
-    fn decide_wide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
+    fn decide_wide(&self, key: &K, now: Timestamp, cost: u64, max_delay: u64) -> Decision {
         let _events = self.metering.table_events();
-        let states = WideStates(&self.algorithm);
+        let states = WideStates::within(&self.algorithm, max_delay);
         let Some((shard, home, fingerprint)) = self.locate_wide(key) else {
             // Never: an algorithm has one table or the other. A table without slots has no
             // room.
@@ -719,7 +720,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     #[cold]
     #[inline(never)]
     fn peek_wide(&self, key: &K, now: Timestamp, cost: u64) -> Decision {
-        let states = WideStates(&self.algorithm);
+        let states = WideStates::new(&self.algorithm);
         let Some((shard, home, fingerprint)) = self.locate_wide(key) else {
             return self.when_no_slot(now, cost);
         };
@@ -765,7 +766,7 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
         now: Timestamp,
         cost: u64,
     ) -> Decision {
-        let states = WideStates(&self.algorithm);
+        let states = WideStates::new(&self.algorithm);
         match self.when_full {
             WhenFull::Refuse => Decision::table_full(shard.soonest_room(&states, home, now.as_nanos())),
             WhenFull::Admit => Decision::untracked(states.fresh(now.as_nanos(), cost)),
@@ -778,7 +779,9 @@ impl<K: Hash + ?Sized, A: Algorithm, C: Clock> KeyedLimiter<K, A, C> {
     fn when_no_slot(&self, now: Timestamp, cost: u64) -> Decision {
         match self.when_full {
             WhenFull::Refuse => Decision::table_full(u64::MAX),
-            WhenFull::Admit => Decision::untracked(WideStates(&self.algorithm).fresh(now.as_nanos(), cost)),
+            WhenFull::Admit => {
+                Decision::untracked(WideStates::new(&self.algorithm).fresh(now.as_nanos(), cost))
+            }
         }
     }
 }

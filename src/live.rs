@@ -220,6 +220,10 @@ impl<A: Algorithm> Algorithm for Live<A> {
         self.current().decide_wide(state, now, cost)
     }
 
+    fn decide_within_wide(&self, state: u128, now: Timestamp, cost: u64, max_delay: u64) -> Transition<u128> {
+        self.current().decide_within_wide(state, now, cost, max_delay)
+    }
+
     fn is_idle_wide(&self, state: u128, now: Timestamp) -> bool {
         self.current().is_idle_wide(state, now)
     }

@@ -1,9 +1,9 @@
 //! loom models of the 128-bit state in a [`DirectLimiter`](tollgate::DirectLimiter): its
 //! compare-and-swap loop on the 16-byte word (`cell::update_wide`), reached from the 64-bit one
-//! through the window's general path, or through the token bucket's weightless branch (a rate
-//! whole nanoseconds cannot hold, kept exactly). Each with a broken twin loom must reject.
-//! Quotas: 2 per 1 s window, built wide (`with_wide_state`, the layout of a limit too large for
-//! one word); 3 per 10 ns, burst 3, for the bucket.
+//! through the window's general path, or through a bucket's weightless branch (the token
+//! bucket's or the shaper's, at a rate whole nanoseconds cannot hold, kept exactly). Each with a
+//! broken twin loom must reject. Quotas: 2 per 1 s window, built wide (`with_wide_state`, the
+//! layout of a limit too large for one word); 3 per 10 ns, burst 3, for the buckets.
 //!
 //! Invariant of every model here (see `loom_tests::Model`): in every execution, the threads'
 //! decisions and the final 128-bit state are those of some sequential order of the same
@@ -15,7 +15,7 @@
 
 use loom_tests::{ms, Model, RacyWideLimiter, Request, Shipped};
 use tollgate::algorithm::Algorithm;
-use tollgate::{FixedWindow, Quota, SlidingWindow, TokenBucket};
+use tollgate::{FixedWindow, LeakyBucket, Quota, SlidingWindow, TokenBucket};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -69,6 +69,19 @@ fn bucket_two_threads() -> std::result::Result<Model<TokenBucket>, Box<dyn std::
     Ok(model)
 }
 
+/// A shaper of 3 per 10 ns, burst 3 (wide): two threads ask for 2 units each at the same
+/// instant; one is given its slot at once, the other is refused (its slots would pass the
+/// queue's room).
+fn shaper_two_threads() -> std::result::Result<Model<LeakyBucket>, Box<dyn std::error::Error>> {
+    let shaper = LeakyBucket::new(Quota::new(3, std::time::Duration::from_nanos(10))?.with_burst(3)?)?;
+    assert!(shaper.is_wide());
+    let model = Model::new(shaper)
+        .thread(&[Request::weighted(2, ms(500))])
+        .thread(&[Request::weighted(2, ms(500))]);
+    assert_eq!(model.admitted_totals(), [1]);
+    Ok(model)
+}
+
 /// The shipped limiter: every execution decides as some sequential order.
 #[test]
 fn wide_sliding_two_threads_decide_as_some_sequential_order() -> Result {
@@ -116,5 +129,17 @@ fn wide_bucket_two_threads_decide_as_some_sequential_order() -> Result {
 #[test]
 fn wide_bucket_two_threads_racy_twin_is_rejected() -> Result {
     bucket_two_threads()?.assert_rejected::<RacyWideLimiter<TokenBucket>>();
+    Ok(())
+}
+
+#[test]
+fn wide_shaper_two_threads_decide_as_some_sequential_order() -> Result {
+    shaper_two_threads()?.check::<Shipped<LeakyBucket>>();
+    Ok(())
+}
+
+#[test]
+fn wide_shaper_two_threads_racy_twin_is_rejected() -> Result {
+    shaper_two_threads()?.assert_rejected::<RacyWideLimiter<LeakyBucket>>();
     Ok(())
 }

@@ -98,7 +98,7 @@ impl Gcra {
         })
     }
 
-    /// The parameters a token bucket decided exactly in 128 bits (`WideGcra`) keeps in its
+    /// The parameters a bucket decided exactly in 128 bits (`WideGcra`) keeps in its
     /// 64-bit place: its quota and burst, and an emission interval of 0, which no rate accepted
     /// by [`new`](Self::new) has (`T >= 1`). Every request is then weightless to
     /// [`decide_or`](Self::decide_or), whose weightless branch hands a zero interval to the
@@ -157,17 +157,20 @@ impl Gcra {
         self.refund(tat, now, cost)
     }
 
-    /// [`decide`](Self::decide) for a request that may wait at most `max_delay` ns for its slot
-    /// (the shaper's): one that would wait longer is refused and nothing is stored, so that no
+    /// [`decide_or`](Self::decide_or) for a request that may wait at most `max_delay` ns for its
+    /// slot (the shaper's): one that would wait longer is refused and nothing is stored, so that no
     /// slot has to be given back. Its refusal says: nothing passes now within the maximum
     /// (`remaining` 0), the same request fits once `backlog - max_delay` has passed (the queue
     /// only shortens meanwhile), and the queue is empty after `backlog`. A request refused for
     /// a full queue while the backlog is above the maximum too says the same, with the later
     /// of the two retry-afters: when the queue has room, its wait may still be too long.
-    /// Any other decision is `decide`'s.
+    /// Any other decision is `decide_or`'s. A [placeholder](Self::wide_placeholder) refuses every
+    /// request (its decisions are the wide shaper's, on the 128-bit state), never admitting one
+    /// uncounted.
     #[inline(always)]
     pub(crate) fn decide_within(&self, tat: u64, now: u64, cost: u64, max_delay: u64) -> Transition {
-        let transition = self.decide(tat, now, cost, true);
+        let wide = |tat, _, _| Transition::refuse(tat, Decision::denied(0, u64::MAX, u64::MAX));
+        let transition = self.decide_or(tat, now, cost, true, Some(wide));
         let backlog = tat.max(now) - now;
         if backlog <= max_delay {
             return transition;
@@ -181,20 +184,14 @@ impl Gcra {
         Transition::refuse(tat, Decision::denied(0, retry, backlog))
     }
 
-    /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot.
+    /// The GCRA step. With `shaper`, an admitted request reports its wait for its slot. For a
+    /// [placeholder](Self::wide_placeholder) (an interval of 0), `wide(tat, now, cost)` decides
+    /// instead: from the weightless branch, which every request takes at that interval, so that
+    /// no other decision runs a branch more (`docs/design.md`, "Wide states").
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes
     /// `start - now` larger, so it can only admit less (see `docs/design.md`).
     // Always inlined: returning the transition through memory costs more than computing it.
-    #[inline(always)]
-    pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64, shaper: bool) -> Transition {
-        self.decide_or(tat, now, cost, shaper, None::<fn(u64, u64, u64) -> Transition>)
-    }
-
-    /// [`decide`](Self::decide), where `wide(tat, now, cost)` decides instead for a
-    /// [placeholder](Self::wide_placeholder) (an interval of 0): from the weightless branch,
-    /// which every request takes at that interval, so that no other decision runs a branch
-    /// more (`docs/design.md`, "Wide states").
     #[inline(always)]
     pub(crate) fn decide_or(
         &self,

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use crate::error::QuotaError;
-use crate::{Quota, Timestamp};
+use crate::{Decision, Quota, Timestamp};
 
 use super::gcra::Gcra;
-use super::{Algorithm, Transition};
+use super::wide_gcra::WideGcra;
+use super::{low_half, Algorithm, OutOfLine, Transition};
 
 /// Leaky bucket shaper: requests drain at exactly `count` per `period`. A request that arrives
 /// before its slot is **accepted with a delay** ([`Decision::delay`](crate::Decision::delay)),
@@ -23,12 +24,25 @@ use super::{Algorithm, Transition};
 ///
 /// `burst = 1` (a queue of zero) is a strict policer: one request per `period / count`, no
 /// burst, no waiting. The limiter never sleeps; the caller waits out the delay. State:
-/// [`GcraState`](super::GcraState), the time the queue will be empty. The emission interval is
-/// rounded up to whole nanoseconds, and a rate that this would run more than 1% slow is refused
-/// with [`QuotaError::RateTooFine`]. (The [`TokenBucket`](super::TokenBucket) runs such a rate
-/// exactly in a 128-bit state; the shaper does not: a wide state's decisions carry no delay,
-/// and the limiters decide its `check_n_within` with no maximum wait, so a shaper's slot and
-/// its refusal past a maximum wait would need new 128-bit paths in both limiters.)
+/// [`GcraState`](super::GcraState), the time the queue will be empty.
+///
+/// # Rounding
+/// The emission interval is rounded up to whole nanoseconds, as the
+/// [`TokenBucket`](super::TokenBucket)'s is (see its "Rounding"), and a rate that this would
+/// run more than 1% slow (near or above one unit per nanosecond: `300000000/s`,
+/// `4294967295/s`, `4294967295/ms`) is run exactly instead, with its state in 128 bits
+/// ([`Algorithm::is_wide`]), the time the queue is empty counted in units of `1 / count` ns.
+/// Such a rate's count is at most `u32::MAX`, for every period; a larger one is refused with
+/// [`QuotaError::RateTooFine`] (count in larger units). A wide shaper's slots are the exact
+/// ones, `period / count` apart; its answers are rounded to whole nanoseconds, the delay,
+/// retry-after and reset-after up, so that no request proceeds before its slot, and
+/// [`check_n_within`](crate::DirectLimiter::check_n_within) refuses (counting nothing) a
+/// request whose delay so rounded is above the maximum wait. It gives nothing back:
+/// [`refund_slot`](crate::DirectLimiter::refund_slot), [`refund_n`](crate::DirectLimiter::refund_n)
+/// and [`undo`](crate::DirectLimiter::undo) (and so a [`PolicySet`](crate::PolicySet)) return
+/// `false` and keep its state, so a slot given up passes unused, as in the middle of the
+/// queue (an end in whole nanoseconds does not name one slot of a fraction of a nanosecond).
+/// Through Redis such a rate is refused (its interval in whole microseconds).
 ///
 /// ```
 /// use std::time::Duration;
@@ -47,7 +61,12 @@ use super::{Algorithm, Transition};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeakyBucket {
+    /// The 64-bit parameters; for a wide shaper, a [placeholder](Gcra::wide_placeholder) whose
+    /// every decision goes to `wide`.
     gcra: Gcra,
+    /// The exact parameters of a rate whole nanoseconds would run over 1% slow: its state is
+    /// 128 bits.
+    wide: Option<WideGcra>,
 }
 
 impl LeakyBucket {
@@ -56,11 +75,17 @@ impl LeakyBucket {
     ///
     /// # Errors
     /// As [`TokenBucket::new`](super::TokenBucket::new): [`QuotaError::BurstTooLarge`],
-    /// [`QuotaError::RateTooFine`], [`QuotaError::IntervalTooLong`].
+    /// [`QuotaError::RateTooFine`] (a count above `u32::MAX` at a rate whole nanoseconds run
+    /// over 1% slow: see "Rounding"), [`QuotaError::IntervalTooLong`].
     pub fn new(quota: Quota) -> Result<LeakyBucket, QuotaError> {
-        Ok(LeakyBucket {
-            gcra: Gcra::new(&quota)?,
-        })
+        match Gcra::new(&quota) {
+            Ok(gcra) => Ok(LeakyBucket { gcra, wide: None }),
+            Err(QuotaError::RateTooFine { .. }) => Ok(LeakyBucket {
+                gcra: Gcra::wide_placeholder(&quota),
+                wide: Some(WideGcra::new(&quota)?),
+            }),
+            Err(error) => Err(error),
+        }
     }
 
     /// The most requests that may wait at once (`burst - 1`).
@@ -68,13 +93,20 @@ impl LeakyBucket {
         self.gcra.capacity() - 1
     }
 
-    /// The gap between two slots (rounded up to whole nanoseconds).
+    /// The gap between two slots, rounded up to whole nanoseconds. A [wide](Algorithm::is_wide)
+    /// shaper's slots are the exact ratio `period / count` apart, less than this: it is then
+    /// the gap rounded up, a bound (of 1 ns for every rate of one unit per nanosecond or more),
+    /// not the spacing itself (see "Rounding").
     pub fn emission_interval(&self) -> Duration {
-        Duration::from_nanos(self.gcra.interval())
+        Duration::from_nanos(match self.wide {
+            Some(wide) => wide.rounded_interval(),
+            None => self.gcra.interval(),
+        })
     }
 
-    /// The quota it was built from: it drains `count` per `period` exactly (the emission interval
-    /// is their ratio rounded up to whole nanoseconds), and `burst` is its capacity.
+    /// The quota it was built from: it drains `count` per `period` exactly (at the emission
+    /// interval, their ratio rounded up to whole nanoseconds, or for a
+    /// [wide](Algorithm::is_wide) shaper at the ratio itself), and `burst` is its capacity.
     pub const fn quota(&self) -> Quota {
         self.gcra.quota()
     }
@@ -90,12 +122,19 @@ impl Algorithm for LeakyBucket {
         self.gcra.capacity()
     }
 
+    /// A [wide](Algorithm::is_wide) shaper's decisions are [`decide_wide`](Algorithm::decide_wide)'s
+    /// on its 128-bit state (the limiters decide it there): this 64-bit step refuses every
+    /// request of such a shaper, never admitting one uncounted.
     // Always inlined: returning the transition through memory costs more than computing it.
+    // The wide refusal is a value, not a call, as in the token bucket's step.
     #[inline(always)]
     fn decide(&self, state: u64, now: Timestamp, cost: u64) -> Transition {
-        self.gcra.decide(state, now.as_nanos(), cost, true)
+        let wide = |tat, _, _| Transition::refuse(tat, Decision::denied(0, u64::MAX, u64::MAX));
+        self.gcra.decide_or(state, now.as_nanos(), cost, true, Some(wide))
     }
 
+    /// For a [wide](Algorithm::is_wide) shaper's 64-bit state, as the token bucket's: idle
+    /// only when `is_idle_wide` is, never forgetting a queue.
     fn is_idle(&self, state: u64, now: Timestamp) -> bool {
         Gcra::is_idle(state, now.as_nanos())
     }
@@ -112,5 +151,64 @@ impl Algorithm for LeakyBucket {
     #[inline(always)]
     fn decide_within(&self, state: u64, now: Timestamp, cost: u64, max_delay: u64) -> Transition {
         self.gcra.decide_within(state, now.as_nanos(), cost, max_delay)
+    }
+
+    /// A rate whole nanoseconds would run over 1% slow (see "Rounding").
+    fn is_wide(&self) -> bool {
+        self.wide.is_some()
+    }
+
+    fn decide_wide(&self, state: u128, now: Timestamp, cost: u64) -> Transition<u128> {
+        match &self.wide {
+            Some(wide) => wide.decide(state, now.as_nanos(), cost, true),
+            None => Transition::widened(self.decide(low_half(state), now, cost)),
+        }
+    }
+
+    fn decide_within_wide(&self, state: u128, now: Timestamp, cost: u64, max_delay: u64) -> Transition<u128> {
+        match &self.wide {
+            Some(wide) => wide.decide_within(state, now.as_nanos(), cost, max_delay),
+            None => Transition::widened(self.decide_within(low_half(state), now, cost, max_delay)),
+        }
+    }
+
+    fn is_idle_wide(&self, state: u128, now: Timestamp) -> bool {
+        match &self.wide {
+            Some(wide) => wide.is_idle(state, now.as_nanos()),
+            None => self.is_idle(low_half(state), now),
+        }
+    }
+
+    /// [`decide`](Algorithm::decide), with a [wide](Algorithm::is_wide) shaper's decisions
+    /// made by `wide` on the limiter's 128-bit cell, from the 64-bit step's weightless branch
+    /// (see [`Algorithm::decide_in_cells`]): every other decision runs `decide`'s instructions.
+    #[inline(always)]
+    fn decide_in_cells(
+        &self,
+        state: u64,
+        now: Timestamp,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> Transition {
+        let in_cell = |tat, now, cost| {
+            Transition::from_out_of_line(Self::decide_in_cell_out_of_line(tat, now, cost, wide))
+        };
+        self.gcra
+            .decide_or(state, now.as_nanos(), cost, true, Some(in_cell))
+    }
+}
+
+impl LeakyBucket {
+    /// A [wide](Algorithm::is_wide) shaper's decision on the limiter's 128-bit cell (`wide`),
+    /// leaving the 64-bit state `tat` as it is. Out of line, as the token bucket's.
+    #[cold]
+    #[inline(never)]
+    fn decide_in_cell_out_of_line(
+        tat: u64,
+        now: u64,
+        cost: u64,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> OutOfLine {
+        (tat, wide(Timestamp::from_nanos(now), cost))
     }
 }

@@ -131,7 +131,7 @@ impl Algorithm for TokenBucket {
 
     fn decide_wide(&self, state: u128, now: Timestamp, cost: u64) -> Transition<u128> {
         match &self.wide {
-            Some(wide) => wide.decide(state, now.as_nanos(), cost),
+            Some(wide) => wide.decide(state, now.as_nanos(), cost, false),
             None => Transition::widened(self.decide(low_half(state), now, cost)),
         }
     }

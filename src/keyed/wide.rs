@@ -8,9 +8,26 @@ use crate::algorithm::{Algorithm, FRESH_WIDE_STATE};
 use crate::time::duration_to_nanos_saturating;
 use crate::{Decision, Timestamp};
 
-/// `algorithm`'s wide states, as the locked table's per-key values.
+/// `algorithm`'s wide states, as the locked table's per-key values, decided for requests that
+/// wait at most `max_delay` ns ([`Algorithm::decide_within_wide`]; `u64::MAX`, no maximum, for
+/// every decision but `check_n_within`'s).
 #[derive(Debug)]
-pub(crate) struct WideStates<'a, A>(pub(crate) &'a A);
+pub(crate) struct WideStates<'a, A> {
+    algorithm: &'a A,
+    max_delay: u64,
+}
+
+impl<'a, A> WideStates<'a, A> {
+    /// `algorithm`'s states, decided with no maximum wait.
+    pub(crate) const fn new(algorithm: &'a A) -> Self {
+        WideStates::within(algorithm, u64::MAX)
+    }
+
+    /// `algorithm`'s states, decided for requests that wait at most `max_delay` ns.
+    pub(crate) const fn within(algorithm: &'a A, max_delay: u64) -> Self {
+        WideStates { algorithm, max_delay }
+    }
+}
 
 impl<A: Algorithm> PerKey for WideStates<'_, A> {
     type Value = u128;
@@ -30,20 +47,26 @@ impl<A: Algorithm> PerKey for WideStates<'_, A> {
     }
 
     fn is_idle(&self, state: &u128, now: u64) -> bool {
-        self.0.is_idle_wide(*state, Timestamp::from_nanos(now))
+        self.algorithm.is_idle_wide(*state, Timestamp::from_nanos(now))
     }
 
     fn is_reclaimable(&self, state: &u128, now: u64) -> bool {
-        self.0.is_reclaimable_wide(*state, Timestamp::from_nanos(now))
+        self.algorithm
+            .is_reclaimable_wide(*state, Timestamp::from_nanos(now))
     }
 
     fn reclaimable_in(&self, state: &u128, now: u64) -> u64 {
-        duration_to_nanos_saturating(self.0.reclaimable_in_wide(*state, Timestamp::from_nanos(now)))
+        duration_to_nanos_saturating(
+            self.algorithm
+                .reclaimable_in_wide(*state, Timestamp::from_nanos(now)),
+        )
     }
 
     #[inline]
     fn decide(&self, state: &u128, now: u64, cost: u64) -> (Decision, Option<u128>) {
-        let transition = self.0.decide_wide(*state, Timestamp::from_nanos(now), cost);
+        let transition =
+            self.algorithm
+                .decide_within_wide(*state, Timestamp::from_nanos(now), cost, self.max_delay);
         (
             transition.decision,
             (transition.state != *state).then_some(transition.state),
@@ -56,8 +79,8 @@ impl<A: Algorithm> PerKey for WideStates<'_, A> {
     }
 
     fn fresh(&self, now: u64, cost: u64) -> Decision {
-        self.0
-            .decide_wide(FRESH_WIDE_STATE, Timestamp::from_nanos(now), cost)
+        self.algorithm
+            .decide_within_wide(FRESH_WIDE_STATE, Timestamp::from_nanos(now), cost, self.max_delay)
             .decision
     }
 }

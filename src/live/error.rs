@@ -61,11 +61,11 @@ pub enum QuotaChangeError {
         /// The algorithm.
         algorithm: &'static str,
     },
-    /// A token bucket whose rate whole nanoseconds cannot hold within 1% keeps its time in
-    /// 128 bits, in units of `1 / count` ns ([`Algorithm::is_wide`]): a change to or from such
-    /// a rate, or to another count of one, would read its state in the wrong unit. Any other
-    /// change of a bucket is live (a wide one's period and burst too). Build a new limiter for
-    /// the new rate.
+    /// A bucket (a token bucket or a shaper) whose rate whole nanoseconds cannot hold within 1%
+    /// keeps its time in 128 bits, in units of `1 / count` ns ([`Algorithm::is_wide`]): a
+    /// change to or from such a rate, or to another count of one, would read its state in the
+    /// wrong unit. Any other change of a bucket is live (a wide one's period and burst too).
+    /// Build a new limiter for the new rate.
     ///
     /// [`Algorithm::is_wide`]: crate::algorithm::Algorithm::is_wide
     TimeUnitChanged {
@@ -109,7 +109,7 @@ impl fmt::Display for QuotaChangeError {
             ),
             QuotaChangeError::TimeUnitChanged { from, to } => write!(
                 f,
-                "a token bucket cannot change from {from} to {to} live: a rate whole nanoseconds cannot \
+                "a bucket cannot change from {from} to {to} live: a rate whole nanoseconds cannot \
                  hold within 1% keeps its time in units of 1/count ns, and one of the two needs that unit \
                  where the other needs another; build a new limiter for {to}"
             ),

@@ -10,7 +10,7 @@ use super::QuotaChangeError;
 ///
 /// | algorithm | live | needs a new limiter |
 /// |---|---|---|
-/// | [`TokenBucket`], [`LeakyBucket`] | every quota: the state is a time (the TAT) | a token bucket's change to or from a rate kept in units of `1 / count` ns, or to another such count ([`QuotaChangeError::TimeUnitChanged`]) |
+/// | [`TokenBucket`], [`LeakyBucket`] | every quota: the state is a time (the TAT) | a bucket's change to or from a rate kept in units of `1 / count` ns, or to another such count ([`QuotaChangeError::TimeUnitChanged`]) |
 /// | [`FixedWindow`], [`SlidingWindow`] | the limit, within the state's width | the window's length ([`QuotaChangeError::WindowChanged`]); a limit past a 64-bit state's ([`QuotaChangeError::NeedsWideState`]) |
 ///
 /// (The sliding log's limit and window both change live, through its limiters'
@@ -47,12 +47,7 @@ impl Retune for TokenBucket {
     }
 
     fn can_become(&self, next: &Self) -> Result<(), QuotaChangeError> {
-        let (from, to) = (self.quota(), next.quota());
-        match (is_wide(self), is_wide(next)) {
-            (false, false) => Ok(()),
-            (true, true) if from.count() == to.count() => Ok(()),
-            _ => Err(QuotaChangeError::TimeUnitChanged { from, to }),
-        }
+        bucket_can_become((self.quota(), next.quota()), (is_wide(self), is_wide(next)))
     }
 }
 
@@ -61,12 +56,17 @@ impl Retune for LeakyBucket {
     /// kept. Requests already given a slot keep it (its time was told to them); new requests
     /// queue after the last slot, at the new interval, and the new burst bounds the queue from
     /// the change on (a shorter one refuses until the queue has drained to it).
+    ///
+    /// A rate whole nanoseconds cannot hold within 1% keeps its queue's end in units of
+    /// `1 / count` ns (see [`LeakyBucket`], "Rounding"): as for the token bucket, such a shaper
+    /// changes live only to another of the same count, and no other shaper to one.
     fn retune(&self, quota: Quota) -> Result<Self, QuotaChangeError> {
-        Ok(LeakyBucket::new(quota)?)
+        let next = LeakyBucket::new(quota)?;
+        self.can_become(&next).map(|()| next)
     }
 
-    fn can_become(&self, _: &Self) -> Result<(), QuotaChangeError> {
-        Ok(())
+    fn can_become(&self, next: &Self) -> Result<(), QuotaChangeError> {
+        bucket_can_become((self.quota(), next.quota()), (is_wide(self), is_wide(next)))
     }
 }
 
@@ -118,6 +118,16 @@ impl Retune for SlidingWindow {
 
 fn is_wide(algorithm: &impl crate::algorithm::Algorithm) -> bool {
     algorithm.is_wide()
+}
+
+/// A bucket's change: both TATs in whole nanoseconds, or both in units of `1 / count` ns of
+/// the same count.
+fn bucket_can_become((from, to): (Quota, Quota), widths: (bool, bool)) -> Result<(), QuotaChangeError> {
+    match widths {
+        (false, false) => Ok(()),
+        (true, true) if from.count() == to.count() => Ok(()),
+        _ => Err(QuotaChangeError::TimeUnitChanged { from, to }),
+    }
 }
 
 /// A window counter's change: the same length, and the same state width.

@@ -181,9 +181,9 @@ fn burst_too_large_uses_the_rounded_up_interval() {
 // RateTooFine and IntervalTooLong (both buckets)
 // ---------------------------------------------------------------------------------------------
 
-/// The shaper refuses `count` per `period_ns` with `RateTooFine`, naming the interval it would
-/// run at; the token bucket keeps it exactly in 128 bits when its count fits 32 bits, and
-/// refuses it with the same error otherwise.
+/// Both buckets keep `count` per `period_ns` exactly in 128 bits when its count fits 32 bits
+/// (reporting the interval rounded up), and refuse it with `RateTooFine` otherwise, naming the
+/// interval whole nanoseconds would run it at.
 fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
     let base = Quota::new(count, Duration::from_nanos(period_ns)).unwrap();
     let expected = QuotaError::RateTooFine {
@@ -196,31 +196,37 @@ fn assert_too_fine(count: u64, period_ns: u64, interval_ns: u64) {
             let bucket = TokenBucket::new(base).unwrap();
             assert!(bucket.is_wide(), "{count} per {period_ns} ns");
             assert_eq!(bucket.emission_interval(), Duration::from_nanos(interval_ns));
+            let shaper = LeakyBucket::new(base).unwrap();
+            assert!(shaper.is_wide(), "{count} per {period_ns} ns");
+            assert_eq!(shaper.emission_interval(), Duration::from_nanos(interval_ns));
         }
-        false => assert_eq!(
-            TokenBucket::new(base),
-            Err(expected.clone()),
-            "{count} per {period_ns} ns"
-        ),
+        false => {
+            assert_eq!(
+                TokenBucket::new(base),
+                Err(expected.clone()),
+                "{count} per {period_ns} ns"
+            );
+            assert_eq!(
+                LeakyBucket::new(base),
+                Err(expected),
+                "{count} per {period_ns} ns"
+            );
+        }
     }
-    assert_eq!(
-        LeakyBucket::new(base),
-        Err(expected),
-        "{count} per {period_ns} ns"
-    );
 }
 
 #[test]
 fn a_rate_whole_nanoseconds_would_slow_by_more_than_one_percent_is_refused() {
     // 300 M/s: T = ceil(3.33) = 4 ns, 250 M/s, 16.66% slower than asked.
     assert_too_fine(300_000_000, SECOND, 4);
-    let err = LeakyBucket::new(quota("300000000/s")).unwrap_err();
+    // 10 G/s: T = ceil(0.1) = 1 ns, a tenth of the rate, and a count past 32 bits.
+    let err = LeakyBucket::new(quota("10000000000/s")).unwrap_err();
     assert_mentions(
         &err.to_string(),
         &[
-            "300000000 per 1s",
-            "4ns per unit",
-            "16.66% slower",
+            "10000000000 per 1s",
+            "1ns per unit",
+            "90.00% slower",
             "at most 1%",
             "larger units",
         ],
@@ -231,8 +237,8 @@ fn a_rate_whole_nanoseconds_would_slow_by_more_than_one_percent_is_refused() {
     assert_too_fine(u64::MAX, SECOND, 1);
     assert_too_fine(2, 1, 1);
     // The boundary, exactly: 100 per 4,950 ns runs at 50 ns per unit, 5,000 ns per 100, which is
-    // 1% slower than asked (accepted, 64 bits); 100 per 4,949 ns, 51 ns slower per 100 (refused
-    // by the shaper, exact for the token bucket).
+    // 1% slower than asked (accepted, 64 bits); 100 per 4,949 ns, 51 ns slower per 100 (kept
+    // exactly, in 128 bits, by both buckets).
     let at_one_percent = TokenBucket::new(Quota::new(100, Duration::from_nanos(4_950)).unwrap()).unwrap();
     assert_eq!(at_one_percent.emission_interval(), Duration::from_nanos(50));
     assert!(!at_one_percent.is_wide());

@@ -1,13 +1,13 @@
 //! Limits near `u32::MAX` over windows of 1 ms, 1 s, 1 min, 1 h and 24 h, direct and keyed:
 //! every decision of both window counters is their exact reference model's
 //! (`tests/reference/`), on traces of large weights around window boundaries; the token bucket
-//! takes every such count, exactly (its model's decisions, direct and keyed), and the shaper
-//! refuses the rates its whole-nanosecond emission interval cannot hold with the typed error
-//! that says why; the sliding log is bounded by memory, not by a
-//! count's width, and says so.
+//! and the shaper take every such count, exactly (their models' decisions, direct and keyed,
+//! the shaper's delays and maximum waits included); the sliding log is bounded by memory, not
+//! by a count's width, and says so.
 
 use std::time::Duration;
 
+use crate::reference::exact_shaper::ExactShaperModel;
 use crate::reference::fixed_window::FixedWindowModel;
 use crate::reference::sliding_window::SlidingWindowModel;
 use crate::reference::token_bucket::TokenBucketModel;
@@ -182,8 +182,7 @@ fn past_what_a_window_counts_is_a_typed_error() {
 /// ns per unit), and every other exactly, in 128 bits (`u32::MAX` or `10^9` per 1 ms or 1 s).
 /// Direct and keyed, every decision of a trace of large weights is the token-count model's
 /// (refilled at the rounded interval, or at exactly `count / period`), and a request refused
-/// with a retry-after of `x` passes at `x`. The shaper refuses the rates whole nanoseconds
-/// cannot hold, saying so.
+/// with a retry-after of `x` passes at `x`.
 #[test]
 fn token_bucket_takes_every_u32_count_at_every_period() {
     let t0 = 1_700_000_000_000_000_000;
@@ -194,13 +193,6 @@ fn token_bucket_takes_every_u32_count_at_every_period() {
             let bucket = TokenBucket::new(quota).unwrap();
             let wide = too_fine(count, period);
             assert_eq!(bucket.is_wide(), wide, "{quota}");
-            match wide {
-                true => assert!(matches!(
-                    LeakyBucket::new(quota),
-                    Err(QuotaError::RateTooFine { .. })
-                )),
-                false => assert!(LeakyBucket::new(quota).is_ok()),
-            }
             let model = || match wide {
                 true => TokenBucketModel::exact(count, period, count),
                 false => TokenBucketModel::new(nanos(bucket.emission_interval()), count),
@@ -244,6 +236,105 @@ fn token_bucket_takes_every_u32_count_at_every_period() {
         .check_n_at(MAX, Timestamp::from_nanos(t0))
         .unwrap()
         .is_allowed());
+}
+
+/// The shaper takes every count up to `u32::MAX` at every period, as the token bucket does: a
+/// 64-bit shaper at the rounded interval where whole nanoseconds hold the rate within 1%, and
+/// every other exactly, in 128 bits. Direct and keyed, every decision of a trace of large
+/// weights is the model's whose slots are the rounded interval, or exactly `period / count`,
+/// long (delays included); every third request waits at most a third of the period, refused
+/// past it as the model refuses it; and a request refused with a retry-after of `x` passes at
+/// `x`.
+#[test]
+fn shaper_takes_every_u32_count_at_every_period() {
+    let t0 = 1_700_000_000_000_000_000;
+    for window in WINDOWS {
+        let period = nanos(window);
+        for count in LIMITS {
+            let quota = Quota::new(count, window).unwrap();
+            let shaper = LeakyBucket::new(quota).unwrap();
+            let wide = too_fine(count, period);
+            assert_eq!(shaper.is_wide(), wide, "{quota}");
+            assert_eq!(shaper.max_queue(), count - 1, "{quota}");
+            let model = || match wide {
+                true => ExactShaperModel::new(count, period, count),
+                false => ExactShaperModel::new(1, nanos(shaper.emission_interval()), count),
+            };
+            let trace = bucket_trace(t0, period, count);
+            let max = Duration::from_nanos(period / 3);
+            let direct = DirectLimiter::with_clock(shaper, ManualClock::new());
+            same_as_shaper_model(
+                &format!("direct shaper {quota}"),
+                &trace,
+                |now, cost, within| {
+                    let at = Timestamp::from_nanos(now);
+                    match within {
+                        true => direct.check_n_within_at(cost, max, at),
+                        false => direct.check_n_at(cost, at),
+                    }
+                    .unwrap()
+                },
+                |now, cost| direct.peek_n_at(cost, Timestamp::from_nanos(now)).unwrap(),
+                (model(), period / 3),
+            );
+            let keyed = KeyedLimiter::<str, _, _>::with_clock(shaper, 8, ManualClock::new()).unwrap();
+            same_as_shaper_model(
+                &format!("keyed shaper {quota}"),
+                &trace,
+                |now, cost, within| {
+                    let at = Timestamp::from_nanos(now);
+                    match within {
+                        true => keyed.check_n_within_at("service", cost, max, at),
+                        false => keyed.check_n_at("service", cost, at),
+                    }
+                    .unwrap()
+                },
+                |now, cost| {
+                    keyed
+                        .peek_n_at("service", cost, Timestamp::from_nanos(now))
+                        .unwrap()
+                },
+                (model(), period / 3),
+            );
+        }
+    }
+}
+
+/// Every decision of `trace` through `check(now, cost, within)` is `model`'s, every third one
+/// within a maximum wait of `max` ns (`check_n_within`); after each refusal without a maximum,
+/// the same request passes at its retry-after (`peek`, which counts nothing).
+fn same_as_shaper_model(
+    name: &str,
+    trace: &[(u64, u64)],
+    check: impl Fn(u64, u64, bool) -> tollgate::Decision,
+    peek: impl Fn(u64, u64) -> tollgate::Decision,
+    (mut model, max): (ExactShaperModel, u64),
+) {
+    let (mut refused, mut delayed) = (0, 0);
+    for (i, &(now, cost)) in trace.iter().enumerate() {
+        let within = i % 3 == 2;
+        let got = check(now, cost, within);
+        let expected = match within {
+            true => model.decide_within(now, cost, max),
+            false => model.decide(now, cost),
+        };
+        assert_eq!(
+            Expected::of(&got),
+            expected,
+            "{name}: {cost} at {now}, within {within}"
+        );
+        delayed += usize::from(got.is_allowed() && !got.delay().is_zero());
+        if !got.is_allowed() && !within {
+            refused += 1;
+            let retry = nanos(got.retry_after());
+            assert!(
+                peek(now + retry, cost).is_allowed(),
+                "{name}: {cost} at {now} + {retry}"
+            );
+        }
+    }
+    assert!(refused >= 2, "{name}: the trace fills the queue");
+    assert!(delayed >= 1, "{name}: the trace waits for a slot");
 }
 
 /// A bucket trace over period `p` for a count (and burst) `c`: `(time, weight)`, a full burst

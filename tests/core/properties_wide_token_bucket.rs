@@ -41,13 +41,13 @@ fn wide(count: u64, period: u64, burst: u64) -> Result<TokenBucket, TestCaseErro
 }
 
 /// The trace's time unit: a full bucket's refill time, `burst * period / count`, rounded up.
-fn refill(count: u64, period: u64, burst: u64) -> u64 {
+pub(crate) fn refill(count: u64, period: u64, burst: u64) -> u64 {
     u64::try_from((u128::from(burst) * u128::from(period)).div_ceil(u128::from(count))).unwrap()
 }
 
 /// A weight of 0 to `burst`, mostly a large share of it (so that large bursts empty within a
 /// trace).
-fn large_share(op: &Op, burst: u64) -> u64 {
+pub(crate) fn large_share(op: &Op, burst: u64) -> u64 {
     let share = match op.cost(4) {
         0 => burst / 10,
         1 => burst / 3,
@@ -60,7 +60,7 @@ fn large_share(op: &Op, burst: u64) -> u64 {
 
 /// Rates whole nanoseconds cannot hold: few units per a few ns, or up to `u32::MAX` per 1 ms,
 /// per 1 s, or per 1 to 10^6 ns; with a burst of a few, of the count, or up to `u32::MAX`.
-fn fine_rate() -> impl Strategy<Value = (u64, u64, u64)> {
+pub(crate) fn fine_rate() -> impl Strategy<Value = (u64, u64, u64)> {
     prop_oneof![
         (1..=200u64, 1..=64u64, 1..=20u64),
         (

@@ -20,7 +20,8 @@
 //!    exact. For fast rates `E` can be large (`1_000_003/s` rounds `T` from 999.997 ns up to
 //!    1000 ns and so admits 10_800 fewer an hour): that is the documented price of whole
 //!    nanoseconds, and item 2 pins it exactly. A rate that whole nanoseconds would run more
-//!    than 1% slow is refused at construction (`QuotaError::RateTooFine`), never run slow.
+//!    than 1% slow is never run slow: both buckets keep it exactly in 128 bits, and refuse it
+//!    past a count of `u32::MAX` (`QuotaError::RateTooFine`).
 //!
 //! For the leaky bucket (the shaper), accepted requests count whether or not they wait, and in
 //! addition every accepted request's departure (`now + delay`) must be exactly the end of the
@@ -362,7 +363,7 @@ fn pseudo_random_rates() {
         .min(u64::MAX / t);
         let rate = Rate { count, period, burst };
         if too_fine(rate) {
-            refused_as_too_fine(rate);
+            kept_exactly_or_refused(rate);
             continue;
         }
         assert_rounded_rate(rate, HOUR, &chunkings(rate, HOUR, 8_000));
@@ -376,27 +377,31 @@ fn too_fine(rate: Rate) -> bool {
     100 * (run - u128::from(rate.period)) > run
 }
 
-/// Rather than run it slow, the shaper refuses the rate, and the token bucket keeps it exactly
-/// in 128 bits (`tests/core/properties_wide_token_bucket.rs`), or refuses it past a count of
-/// `u32::MAX`.
-fn refused_as_too_fine(rate: Rate) {
+/// Rather than run it slow, both buckets keep the rate exactly in 128 bits
+/// (`tests/core/properties_wide_token_bucket.rs`, `tests/core/properties_wide_shaper.rs`), or
+/// refuse it past a count of `u32::MAX`.
+fn kept_exactly_or_refused(rate: Rate) {
     let expected = QuotaError::RateTooFine {
         count: rate.count,
         period: Duration::from_nanos(rate.period),
         interval: Duration::from_nanos(rate.interval()),
     };
     match rate.count <= u64::from(u32::MAX) {
-        true => assert!(TokenBucket::new(rate.quota()).unwrap().is_wide(), "{rate:?}"),
-        false => assert_eq!(TokenBucket::new(rate.quota()), Err(expected.clone()), "{rate:?}"),
+        true => {
+            assert!(TokenBucket::new(rate.quota()).unwrap().is_wide(), "{rate:?}");
+            assert!(LeakyBucket::new(rate.quota()).unwrap().is_wide(), "{rate:?}");
+        }
+        false => {
+            assert_eq!(TokenBucket::new(rate.quota()), Err(expected.clone()), "{rate:?}");
+            assert_eq!(LeakyBucket::new(rate.quota()), Err(expected), "{rate:?}");
+        }
     }
-    assert_eq!(LeakyBucket::new(rate.quota()), Err(expected), "{rate:?}");
 }
 
-/// Rather than run a rate far slower than asked, the shaper refuses it, and the token bucket
-/// runs it exactly: 3 per 10 ns would run at one per 4 ns (17% slow), 6 per 7 ns at one per 2
+/// Rather than run a rate far slower than asked, both buckets run it exactly: 3 per 10 ns would run at one per 4 ns (17% slow), 6 per 7 ns at one per 2
 /// ns (42%).
 #[test]
-fn rates_whole_nanoseconds_would_slow_by_over_one_percent_are_refused() {
+fn rates_whole_nanoseconds_would_slow_by_over_one_percent_are_run_exactly() {
     for (count, period) in [(3, 10), (6, 7), (101, 4_999), (30_000_000, SEC)] {
         let rate = Rate {
             count,
@@ -404,6 +409,6 @@ fn rates_whole_nanoseconds_would_slow_by_over_one_percent_are_refused() {
             burst: count,
         };
         assert!(too_fine(rate), "{rate:?}");
-        refused_as_too_fine(rate);
+        kept_exactly_or_refused(rate);
     }
 }

@@ -1,5 +1,5 @@
-//! Many OS threads hammering the 128-bit state of the windows and of the token bucket at a rate
-//! whole nanoseconds cannot hold: a `DirectLimiter`'s 16-byte cell (one compare-and-swap loop)
+//! Many OS threads hammering the 128-bit state of the windows and of the buckets (token bucket
+//! and shaper) at a rate whole nanoseconds cannot hold: a `DirectLimiter`'s 16-byte cell (one compare-and-swap loop)
 //! and a `KeyedLimiter`'s locked table (a short lock per key), on a frozen `ManualClock`.
 //!
 //! With time frozen a window admits exactly its limit, and a bucket its burst, whatever the
@@ -16,8 +16,8 @@ use std::thread;
 
 use tollgate::algorithm::Algorithm;
 use tollgate::{
-    Decision, DirectLimiter, FixedWindow, KeyedLimiter, ManualClock, Quota, SlidingWindow, Timestamp,
-    TokenBucket,
+    Decision, DirectLimiter, FixedWindow, KeyedLimiter, LeakyBucket, ManualClock, Quota, SlidingWindow,
+    Timestamp, TokenBucket,
 };
 
 const SEC: u64 = 1_000_000_000;
@@ -164,6 +164,81 @@ fn a_wide_token_bucket_admits_exactly_its_burst() {
     );
 }
 
+#[test]
+fn a_wide_shaper_admits_exactly_its_burst() {
+    direct_exactly(
+        LeakyBucket::new(quota("300000000/s burst 2000")).unwrap(),
+        "shaper 300000000/s burst 2000",
+    );
+    direct_exactly(
+        LeakyBucket::new(
+            Quota::new(u64::from(u32::MAX), std::time::Duration::from_millis(1))
+                .and_then(|quota| quota.with_burst(1_500))
+                .unwrap(),
+        )
+        .unwrap(),
+        "shaper 4294967295/ms burst 1500",
+    );
+}
+
+/// A wide shaper under 8 threads asking for single units, each waiting at most `max`: with time
+/// frozen, the `k`-th unit admitted waits `k` slots rounded up, so exactly the units whose wait
+/// fits pass, `min(burst, floor(max * count / period) + 1)` of them, each told its own slot.
+#[test]
+fn a_wide_shaper_admits_exactly_the_waits_within_a_maximum() {
+    let (count, period, burst) = (u64::from(u32::MAX), SEC, 3_000u64);
+    let shaper = LeakyBucket::new(
+        Quota::new(count, std::time::Duration::from_nanos(period))
+            .and_then(|quota| quota.with_burst(burst))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(shaper.is_wide());
+    for (max, rep) in [77u64, 250, 5_000]
+        .into_iter()
+        .flat_map(|max| (0..REPS / 2).map(move |rep| (max, rep)))
+    {
+        let limiter = Arc::new(DirectLimiter::with_clock(
+            shaper,
+            ManualClock::starting_at(Timestamp::from_nanos(T0)),
+        ));
+        let barrier = Arc::new(Barrier::new(8));
+        let workers: Vec<_> = (0..8)
+            .map(|_| {
+                let (limiter, barrier) = (Arc::clone(&limiter), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    barrier.wait();
+                    (0..600)
+                        .map(|_| {
+                            limiter
+                                .check_n_within(1, std::time::Duration::from_nanos(max))
+                                .expect("one unit fits")
+                        })
+                        .filter(Decision::is_allowed)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut admitted: Vec<_> = workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a worker panicked"))
+            .map(|decision| (1, decision))
+            .collect();
+        let fit =
+            burst.min(u64::try_from(u128::from(max) * u128::from(count) / u128::from(period)).unwrap() + 1);
+        let name = format!("shaper within {max} ns, run {rep}");
+        assert_eq!(
+            assert_linearizable(&mut admitted, burst, false, &name),
+            fit,
+            "{name}"
+        );
+        for (k, (_, decision)) in admitted.iter().enumerate() {
+            let slot = (k as u128 * u128::from(period)).div_ceil(u128::from(count));
+            assert_eq!(decision.delay().as_nanos(), slot, "{name}: unit {k}");
+        }
+    }
+}
+
 /// A token bucket of `u32::MAX` per second, burst `u32::MAX`, asked for in large shares: the
 /// admitted weight is a sequence, at most a share short of the burst, and the stored TAT (in
 /// units of `1 / count` ns) is `now * count` plus a period per unit admitted.
@@ -298,6 +373,10 @@ fn wide_keyed_windows_admit_exactly_their_limit_per_key() {
     keyed_exactly(
         TokenBucket::new(quota("300000000/s burst 600")).unwrap(),
         "token 300000000/s burst 600",
+    );
+    keyed_exactly(
+        LeakyBucket::new(quota("300000000/s burst 600")).unwrap(),
+        "shaper 300000000/s burst 600",
     );
 }
 

@@ -19,3 +19,4 @@ mod policy_sets;
 mod readiness;
 mod shaping;
 mod tonic_server;
+mod wide_shaper;

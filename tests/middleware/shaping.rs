@@ -357,7 +357,7 @@ fn ten_second_shaper() -> Result<Shaper, Error> {
 }
 
 /// Calls `service` now (the layer decides at once): the response future, which holds the slot.
-async fn hold<S: Service<Request<()>>>(service: &mut S) -> S::Future
+pub(crate) async fn hold<S: Service<Request<()>>>(service: &mut S) -> S::Future
 where
     S::Error: std::fmt::Debug,
 {

@@ -12,6 +12,7 @@
 // Each test binary uses only the models it compares against.
 #![allow(dead_code)]
 
+pub(crate) mod exact_shaper;
 pub(crate) mod fixed_window;
 pub(crate) mod shaper;
 pub(crate) mod sliding_log;
@@ -22,18 +23,19 @@ pub(crate) mod trace;
 use tollgate::{Decision, QuotaError};
 
 /// Whether whole nanoseconds would run `count` per `period` ns more than 1% slower, `100 * (T *
-/// count - period) > T * count` with `T = ceil(period / count)`: the shaper then refuses it
-/// (`QuotaError::RateTooFine`), and the token bucket keeps it exactly in a 128-bit state
-/// (`Algorithm::is_wide`).
+/// count - period) > T * count` with `T = ceil(period / count)`: both buckets then keep it
+/// exactly in a 128-bit state (`Algorithm::is_wide`), or refuse it past a count of `u32::MAX`
+/// (`QuotaError::RateTooFine`).
 pub(crate) fn too_fine(count: u64, period: u64) -> bool {
     let run = u128::from(period.div_ceil(count)) * u128::from(count);
     100 * (run - u128::from(period)) > run
 }
 
 /// A bucket's construction, checked against [`too_fine`]: the bucket when the quota is fine
-/// enough (a 64-bit one); a rejected test case when it is too fine, and refused for it (the
-/// shaper) or built wide (the token bucket, whose exact properties
-/// `tests/core/properties_wide_token_bucket.rs` tests).
+/// enough (a 64-bit one); a rejected test case when it is too fine, and refused for it (a count
+/// past `u32::MAX`) or built wide (whose exact properties
+/// `tests/core/properties_wide_token_bucket.rs` and `tests/core/properties_wide_shaper.rs`
+/// test).
 pub(crate) fn bucket_or_reject<B: tollgate::algorithm::Algorithm + std::fmt::Debug>(
     count: u64,
     period: u64,
