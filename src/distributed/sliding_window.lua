@@ -22,7 +22,7 @@ local lease = ARGV[2] == 'lease'
 local peek = ARGV[2] and not lease
 local want = cost
 if lease then
-  want = #ARGV[3] == 8 and struct.unpack('<i8', ARGV[3])
+  want = ARGV[3] and #ARGV[3] == 8 and struct.unpack('<i8', ARGV[3])
   if not want or want < cost then
     return redis.error_reply('TOLLGATE_LEASE the units asked for must be at least the weight')
   end
@@ -130,11 +130,14 @@ end
 local granted = cost
 if lease and want > cost then
   -- The most units that pass (`free`, at least `cost`, which passes): first as doubles (within
-  -- a few units of exact), then moved down to the exact bound by `refuses`.
+  -- a few units of exact), then moved to the exact bound by `refuses`, down or up.
   local free = math.floor(limit - current - previous * (w - elapsed) / w)
-  free = math.min(free, limit - current)
+  free = math.max(cost, math.min(free, limit - current))
   while free > cost and refuses(free) do
     free = free - 1
+  end
+  while free < limit - current and not refuses(free + 1) do
+    free = free + 1
   end
   granted = math.max(cost, math.min(want, math.ceil(free / 2)))
 end

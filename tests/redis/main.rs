@@ -36,6 +36,7 @@ mod lease_fleet;
 mod lease_layer;
 mod lease_lifetime;
 mod lease_properties;
+mod lease_windows;
 mod live_quota;
 mod log_wrapping;
 mod memory;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::clock::LocalClock;
 use super::counters::LeaseCounters;
 use super::direct::DirectLeasedLimiter;
-use super::ledger::{LeaseRule, LeaseTable, Sizing, Sliding};
+use super::ledger::{LeaseRule, LeaseTable, Sizing};
 use super::limiter::{LeasedLimiter, Shared};
 use crate::distributed::algorithm::Reader;
 use crate::distributed::{RedisConfigError, RedisLimiter, RedisLimiterBuilder};
@@ -160,14 +160,16 @@ fn build(
                 tolerance,
             }
         }
-        Reader::FixedWindow { limit } => LeaseRule::Window { limit, sliding: None },
+        // The window's length is whole µs: the Redis configuration checked it.
+        Reader::FixedWindow { limit } => LeaseRule::Window {
+            limit,
+            length: configured.program.params[0],
+            sliding: None,
+        },
         Reader::SlidingWindow(window) => LeaseRule::Window {
             limit: window.limit(),
-            sliding: Some(Sliding {
-                window,
-                // Whole µs: the Redis configuration checked it.
-                length: u64::try_from(window.window().as_micros()).unwrap_or(u64::MAX),
-            }),
+            length: configured.program.params[0],
+            sliding: Some(window),
         },
         _ => {
             return Err(LeaseConfigError::NotLeasable {

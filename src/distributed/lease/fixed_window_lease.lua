@@ -24,7 +24,7 @@ end
 if cost < 0 then
   return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
 end
-local want = #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
+local want = ARGV[2] and #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
 if not want or want < cost then
   return redis.error_reply('TOLLGATE_LEASE the units asked for must be at least the weight')
 end

@@ -97,7 +97,8 @@ pub(super) fn grant(rule: &LeaseRule, reply: &Value, cost: u64, want: u64) -> Op
             })
         }
         LeaseRule::Window {
-            sliding: Some(sliding),
+            length,
+            sliding: Some(_),
             ..
         } => {
             // `sliding_window.lua`'s reply, then the time it read: the window's start is
@@ -106,7 +107,7 @@ pub(super) fn grant(rule: &LeaseRule, reply: &Value, cost: u64, want: u64) -> Op
             let [granted, previous, count, now] =
                 [granted, previous, count, now].map(|n| u64::try_from(n).ok());
             let (granted, previous, count, now) = (granted?, previous?, count?, now?);
-            let end = now.checked_add_signed(start)?.checked_add(sliding.length)?;
+            let end = now.checked_add_signed(start)?.checked_add(*length)?;
             (plausible(granted) && end > now).then_some(Grant::Window {
                 granted,
                 count,

@@ -15,7 +15,7 @@ else
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
-local finish = #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
+local finish = ARGV[2] and #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
 if units < 0 or not finish then
   return redis.error_reply('TOLLGATE_COST the units must be at least 0, and the end 8 bytes')
 end

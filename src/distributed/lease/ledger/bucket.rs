@@ -25,11 +25,14 @@ fn decision(bucket: &TokenBucket, backlog: u64, cost: u64) -> Decision {
         .decision
 }
 
-/// The least a sized ask wants at `now`: an eighth of the slots the key's quota had free at
-/// its last answer ([`FREE_SHARE`]), so that a key spent slowly still holds a lease that lasts.
-fn floor(interval: u64, tolerance: u64, held: &Held, now: u64) -> u64 {
+/// The least a sized ask wants at `now`: the slots that pass in one lease interval
+/// (`sizing.interval / T`: one interval of the quota's rate), at most an eighth of those the
+/// key's quota had free at its last answer ([`FREE_SHARE`]). So a key spent slowly still holds
+/// a lease that lasts an interval, and a process that stops spending holds no more than the
+/// quota gives over one interval.
+fn floor(interval: u64, tolerance: u64, held: &Held, sizing: &Sizing, now: u64) -> u64 {
     let backlog = held.known.max(now) - now;
-    tolerance.saturating_sub(backlog) / interval / FREE_SHARE
+    (sizing.interval / interval).min(tolerance.saturating_sub(backlog) / interval / FREE_SHARE)
 }
 
 /// Whole slots of `[from, to)` still to come at `now`.
@@ -125,7 +128,7 @@ pub(super) fn spend(
             return Spend::Refused { decision: waiting };
         }
     }
-    let floor = floor(interval, tolerance, held, now);
+    let floor = floor(interval, tolerance, held, sizing, now);
     ask(held, sizing, now, cost, floor)
 }
 
@@ -143,7 +146,7 @@ fn low_water(interval: u64, tolerance: u64, held: &mut Held, sizing: &Sizing, no
     if backlog + interval > tolerance {
         return None;
     }
-    let floor = floor(interval, tolerance, held, now);
+    let floor = floor(interval, tolerance, held, sizing, now);
     refresh(held, sizing, now, floor)
 }
 

@@ -47,19 +47,12 @@ pub enum LeaseRule {
     Window {
         /// The units a window admits.
         limit: u64,
+        /// The window's length, µs.
+        length: u64,
         /// The sliding window counter, which also weighs the previous window's count (the
         /// core's arithmetic); `None`: the fixed window.
-        sliding: Option<Sliding>,
+        sliding: Option<SlidingWindow>,
     },
-}
-
-/// A sliding window counter's lease parameters.
-#[derive(Clone, Copy, Debug)]
-pub struct Sliding {
-    /// The counter, which decides a spend's numbers.
-    pub window: SlidingWindow,
-    /// Its window, µs.
-    pub length: u64,
 }
 
 /// What a request's spend concluded.
@@ -208,9 +201,11 @@ impl LeaseRule {
                 interval,
                 tolerance,
             } => bucket::spend(&bucket, interval, tolerance, held, sizing, local, cost),
-            LeaseRule::Window { limit, sliding } => {
-                window::spend(limit, sliding.as_ref(), held, sizing, local, cost)
-            }
+            LeaseRule::Window {
+                limit,
+                length,
+                sliding,
+            } => window::spend(limit, length, sliding.as_ref(), held, sizing, local, cost),
         }
     }
 
@@ -263,7 +258,11 @@ impl LeaseRule {
                 bucket::answer(&bucket, granted, start, now, cost)
             }
             (
-                LeaseRule::Window { limit, sliding },
+                LeaseRule::Window {
+                    limit,
+                    length,
+                    sliding,
+                },
                 Grant::Window {
                     granted,
                     count,
@@ -271,7 +270,17 @@ impl LeaseRule {
                     end,
                     now,
                 },
-            ) => window::answer(limit, sliding.as_ref(), granted, count, previous, end, now, cost),
+            ) => window::answer(
+                limit,
+                length,
+                sliding.as_ref(),
+                granted,
+                count,
+                previous,
+                end,
+                now,
+                cost,
+            ),
             _ => None,
         }
     }

@@ -231,7 +231,7 @@ fn a_first_lease_is_the_request_and_later_ones_follow_the_spending() {
 }
 
 #[test]
-fn a_key_spent_slowly_asks_for_an_eighth_of_what_its_quota_has_free() {
+fn a_key_spent_slowly_asks_for_an_intervals_share_of_what_its_quota_has_free() {
     let wide = Sizing {
         max_lease: 1_000,
         ..SIZING
@@ -240,52 +240,72 @@ fn a_key_spent_slowly_asks_for_an_eighth_of_what_its_quota_has_free() {
         Spend::Ask(ask) => ask.want,
         other => panic!("{other:?}"),
     };
-    // The bucket: 8 slots leased and spent at once; its pace alone would ask for 2, but 92 of
-    // the burst's 100 slots are free: the refresh at half the lease asks for 11. A request an
-    // interval later, the lease spent, asks for 12 (the whole burst is free again), where its
-    // pace (4 units an interval) would ask for 8.
+    // The bucket (one slot a millisecond, burst 100; an interval of 100 ms passes 100 slots): 8
+    // slots leased and spent at once; its pace alone would ask for 2, but 92 of the burst's 100
+    // slots are free: the refresh at half the lease asks for an eighth of them, 11. A request
+    // an interval later, the lease spent, asks for 12 (the whole burst is free again).
     let rule = bucket_rule();
-    let mut held = bucket_lease(1_000_000, 8);
-    let mut refreshes = Vec::new();
-    for _ in 0..8 {
-        match rule.spend(&mut held, &wide, 1_000_000, 1) {
-            Spend::Lease { decision, refresh } if decision.is_allowed() => refreshes.extend(refresh),
-            other => panic!("{other:?}"),
+    let refreshes = |sizing: &Sizing| {
+        let mut held = bucket_lease(1_000_000, 8);
+        let mut refreshes = Vec::new();
+        for _ in 0..8 {
+            match rule.spend(&mut held, sizing, 1_000_000, 1) {
+                Spend::Lease { decision, refresh } if decision.is_allowed() => {
+                    refreshes.extend(refresh.map(|ask| ask.want))
+                }
+                other => panic!("{other:?}"),
+            }
         }
-    }
-    assert_eq!(
-        refreshes.iter().map(|ask| ask.want).collect::<Vec<_>>(),
-        [(BURST - 8) / 8]
-    );
+        (refreshes, held)
+    };
+    let (asked, mut held) = refreshes(&wide);
+    assert_eq!(asked, [(BURST - 8) / 8]);
     held.asking = false;
     assert_eq!(want(rule.spend(&mut held, &wide, 1_100_000, 1)), BURST / 8);
-    // The window: the key's first request counted 1 of 800; the next asks for an eighth of
-    // the 799 left, and in a later window for an eighth of the limit.
-    let rule = LeaseRule::Window {
-        limit: 800,
-        sliding: None,
+    // With an interval of 4 ms, 4 slots pass in one: the floor is 4, not 11.
+    let short = Sizing {
+        interval: 4_000,
+        ..wide
     };
-    let mut held = Held::default();
-    let grant = Grant::Window {
-        granted: 1,
-        count: 0,
-        previous: 0,
-        end: 2_000_000,
-        now: 1_000_000,
+    assert_eq!(refreshes(&short).0, [4]);
+    // The window of a second, limit 800: the key's first request counted 1. The next, 100 µs
+    // later, asks for the 799 left spread over the 999.9 ms left, one interval's share (79); in
+    // a later window, for the limit over a whole window (80). Both at most an eighth of what is
+    // free.
+    let window = |length: u64| {
+        let rule = LeaseRule::Window {
+            limit: 800,
+            length,
+            sliding: None,
+        };
+        let mut held = Held::default();
+        let grant = Grant::Window {
+            granted: 1,
+            count: 0,
+            previous: 0,
+            end: 1_000_000 + length,
+            now: 1_000_000,
+        };
+        assert_eq!(
+            rule.install(&mut held, &sized(1, 1), &grant, 1_000_000, 1_000_000, &wide),
+            0
+        );
+        (rule, held)
     };
-    assert_eq!(
-        rule.install(&mut held, &sized(1, 1), &grant, 1_000_000, 1_000_000, &wide),
-        0
-    );
-    assert_eq!(want(rule.spend(&mut held, &wide, 1_000_100, 1)), 799 / 8);
+    let (rule, mut held) = window(1_000_000);
+    assert_eq!(want(rule.spend(&mut held, &wide, 1_000_100, 1)), 79);
     held.asking = false;
-    assert_eq!(want(rule.spend(&mut held, &wide, 2_000_100, 1)), 100);
+    assert_eq!(want(rule.spend(&mut held, &wide, 2_000_100, 1)), 80);
     // Never above the largest lease.
     held.asking = false;
     assert_eq!(
         want(rule.spend(&mut held, &SIZING, 2_000_200, 1)),
         SIZING.max_lease
     );
+    // An hour's window: an interval's share is under a unit, and the key asks for what its
+    // pace wants alone (2), so a process that stops spending holds next to nothing.
+    let (rule, mut held) = window(3_600_000_000);
+    assert_eq!(want(rule.spend(&mut held, &wide, 1_000_100, 1)), 2);
 }
 
 #[test]
@@ -355,6 +375,7 @@ fn the_last_range_goes_back_and_is_not_spent_after() {
 fn a_window_lease_is_spent_within_its_window_only() {
     let rule = LeaseRule::Window {
         limit: 10,
+        length: 1_000_000,
         sliding: None,
     };
     let mut held = Held::default();
@@ -447,10 +468,8 @@ fn a_sliding_window_lease_weighs_the_previous_window() {
     let window = crate::SlidingWindow::new(Quota::new(10, Duration::from_secs(1)).unwrap()).unwrap();
     let rule = LeaseRule::Window {
         limit: 10,
-        sliding: Some(Sliding {
-            window,
-            length: 1_000_000,
-        }),
+        length: 1_000_000,
+        sliding: Some(window),
     };
     // At the window's start: the request and 2 units more, counted 0 before.
     let grant = Grant::Window {

@@ -14,8 +14,8 @@
 //! while it lasts they can be given back (`window_return.lua`: subtracted while the key
 //! still holds window `k`).
 
-use super::{ask, refresh, GiveBack, Held, Sizing, Sliding, Spend, FREE_SHARE};
-use crate::Decision;
+use super::{ask, refresh, GiveBack, Held, Sizing, Spend, FREE_SHARE};
+use crate::{Decision, SlidingWindow};
 
 /// Nanoseconds per microsecond.
 const MICROS: u64 = 1_000;
@@ -37,27 +37,37 @@ fn refused(limit: u64, count: u64, until_end: u64) -> Decision {
     Decision::denied(limit.saturating_sub(count), until_end, reset)
 }
 
-/// The least a sized ask wants at `now`: an eighth of the units the window the lease is
-/// asked in had free at the key's last answer ([`FREE_SHARE`]; a window past `held`'s, of the
-/// whole limit), so that a key spent slowly still holds a lease that lasts its window.
-fn floor(limit: u64, held: &Held, now: u64) -> u64 {
-    let counted = if now < held.to { held.known } else { 0 };
-    limit.saturating_sub(counted) / FREE_SHARE
+/// The least a sized ask wants at `now`: the units the window the lease is asked in had free at
+/// the key's last answer, spread evenly over what is left of that window, one lease interval's
+/// share (`free * interval / left`; a window past `held`'s: the whole limit over a whole
+/// window), and at most an eighth of them ([`FREE_SHARE`]). So a key spent slowly still holds a
+/// lease that lasts an interval, and a process that stops spending holds no more than the quota
+/// would give it over one interval.
+fn floor(limit: u64, length: u64, held: &Held, sizing: &Sizing, now: u64) -> u64 {
+    let (free, left) = if now < held.to {
+        (limit.saturating_sub(held.known), held.to - now)
+    } else {
+        (limit, length)
+    };
+    // Below 2^64: `free` is at most 2^51 units and the interval at most 2^51 µs.
+    let share = u128::from(free) * u128::from(sizing.interval) / u128::from(left.max(1));
+    u64::try_from(share).unwrap_or(u64::MAX).min(free / FREE_SHARE)
 }
 
 /// The sliding window counter's decision for `cost` units on `current` counted in the window
-/// ending at `held.to` at `now`, if the core's verdict is `admitted`.
+/// of `length` µs ending at `held.to`, at `now`, if the core's verdict is `admitted`.
 fn weighed(
-    sliding: &Sliding,
+    window: &SlidingWindow,
+    length: u64,
     held: &Held,
     current: u64,
     now: u64,
     cost: u64,
     admitted: bool,
 ) -> Option<Decision> {
-    let start = held.to.checked_sub(sliding.length)?;
+    let start = held.to.checked_sub(length)?;
     let (ahead, elapsed) = (start.saturating_sub(now), now.saturating_sub(start));
-    let decision = sliding.window.decide_placed(
+    let decision = window.decide_placed(
         held.previous,
         current,
         ahead.checked_mul(MICROS)?,
@@ -69,7 +79,8 @@ fn weighed(
 
 pub(super) fn spend(
     limit: u64,
-    sliding: Option<&Sliding>,
+    length: u64,
+    sliding: Option<&SlidingWindow>,
     held: &mut Held,
     sizing: &Sizing,
     local: u64,
@@ -83,18 +94,19 @@ pub(super) fn spend(
         if held.left >= cost {
             let decision = match sliding {
                 None => Some(admitted(limit, counted + cost, until_end)),
-                Some(sliding) => weighed(sliding, held, counted, now, cost, true),
+                Some(window) => weighed(window, length, held, counted, now, cost, true),
             };
             // `None`: the core disagrees (never expected), and Redis decides.
             if let Some(decision) = decision {
                 held.left -= cost;
                 held.spent += cost;
-                let refresh = if !held.asking
-                    && held.granted > 0
-                    && held.left * 2 <= held.granted
-                    && held.known < limit
-                {
-                    refresh(held, sizing, now, floor(limit, held, now))
+                // A refresh only while Redis, on what it last said, has a unit to grant.
+                let grants = match sliding {
+                    None => held.known < limit,
+                    Some(window) => weighed(window, length, held, held.known, now, 1, true).is_some(),
+                };
+                let refresh = if !held.asking && held.granted > 0 && held.left * 2 <= held.granted && grants {
+                    refresh(held, sizing, now, floor(limit, length, held, sizing, now))
                 } else {
                     None
                 };
@@ -105,14 +117,14 @@ pub(super) fn spend(
             // were given back since).
             let refusal = match sliding {
                 None => (held.known + cost > limit).then(|| refused(limit, counted, until_end)),
-                Some(sliding) => weighed(sliding, held, held.known, now, cost, false),
+                Some(window) => weighed(window, length, held, held.known, now, cost, false),
             };
             if let Some(decision) = refusal {
                 return Spend::Refused { decision };
             }
         }
     }
-    let floor = floor(limit, held, now);
+    let floor = floor(limit, length, held, sizing, now);
     ask(held, sizing, now, cost, floor)
 }
 
@@ -147,7 +159,8 @@ pub(super) fn install(held: &mut Held, cost: u64, granted: u64, count: u64, prev
 #[allow(clippy::too_many_arguments)] // the grant's fields, as `Grant::Window` holds them
 pub(super) fn answer(
     limit: u64,
-    sliding: Option<&Sliding>,
+    length: u64,
+    sliding: Option<&SlidingWindow>,
     granted: u64,
     count: u64,
     previous: u64,
@@ -157,13 +170,13 @@ pub(super) fn answer(
 ) -> Option<Decision> {
     let until_end = end.checked_sub(now)?;
     let admitted_here = cost == 0 || granted >= cost;
-    if let Some(sliding) = sliding {
-        let window = Held {
+    if let Some(window) = sliding {
+        let held = Held {
             to: end,
             previous,
             ..Held::default()
         };
-        return weighed(sliding, &window, count, now, cost, admitted_here);
+        return weighed(window, length, &held, count, now, cost, admitted_here);
     }
     if admitted_here {
         let total = count.checked_add(cost).filter(|&total| total <= limit)?;
