@@ -3,9 +3,11 @@
 -- ARGV[1]  cost, then the algorithm's two parameters (`first`, `second`: named by each body)
 --          [, now_us]: little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with
 --          a client's time (`client`; without it, the server's TIME): one packed argument costs
---          the server less than four numbers to parse.
+--          the server less than four numbers to parse. A bucket whose interval is not whole
+--          microseconds appends three more (gcra.lua reads them): 48 bytes, or 56 with a
+--          client's time, so a client's time is a length of 8 more than a multiple of 24.
 local cost, first, second, now
-local client = #ARGV[1] == 32
+local client = #ARGV[1] % 24 == 8
 if client then
   cost, first, second, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else
