@@ -249,17 +249,19 @@ async fn take_all(remote: &RedisLimiter) -> u64 {
     admitted
 }
 
-/// `30000/s burst 3000` (T = 33⅓ µs): after its burst at one instant, one second of requests
+/// `30000/s` (T = 33⅓ µs, burst 30,000): after its burst at one instant, one second of requests
 /// taken as soon as they fit (every 1,234 µs, then at the second's end) admits exactly 30,000
-/// units. (The burst's lead of 100 ms keeps the key alive, in real time, between calls.)
+/// units. (The burst's lead of a second keeps the key alive, in real time, between calls.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_second_of_30000_per_second_admits_exactly_30000_after_the_burst() {
     let server = shared_database();
     let clock = ManualClock::new();
-    let quota: Quota = "30000/s burst 3000".parse().unwrap();
+    let quota: Quota = "30000/s".parse().unwrap();
     let remote = client_time_limiter(&server, TokenBucket::new(quota).unwrap(), &clock, "second:").await;
     clock.set(at(BASE_MICROS));
-    assert_eq!(take_all(&remote).await, 3_000);
+    // The burst in one request, so that the key's lead (its TTL) is a second from the start.
+    assert!(remote.check_n("k", 30_000).await.unwrap().is_allowed());
+    assert_eq!(take_all(&remote).await, 0);
     let mut admitted = 0;
     let mut offset = 0;
     while offset < 1_000_000 {
@@ -415,4 +417,45 @@ async fn leases_refuse_a_fine_rate_and_read_its_state_later() {
     assert!(!leased.check("k").await.unwrap().is_allowed());
     clock.set(at(BASE_MICROS + 333_334));
     assert!(leased.check("k").await.unwrap().is_allowed());
+}
+
+/// `7/s burst 7` (T = 142,857 1/7 µs) on the shared Redis Cluster, three keys in different slots:
+/// each key's decisions are the exact model's (the same scripts, routed by the key's slot), a
+/// reset of a limited key says so and leaves a full bucket, and one of an idle key says not.
+#[tokio::test(flavor = "current_thread")]
+async fn a_cluster_runs_a_fine_rate_and_resets_it() {
+    let cluster = crate::redis_common::cluster::RedisCluster::shared();
+    let clock = ManualClock::new();
+    let quota: Quota = "7/s burst 7".parse().unwrap();
+    let remote =
+        client_time_limiter(cluster, TokenBucket::new(quota).unwrap(), &clock, "fine-cluster:").await;
+    for key in ["a", "b", "c"] {
+        let mut model = Exact::new(7, 1_000_000, 7, false);
+        // Steps of 100 ms (between slots), weights 3 and 1; the key lives about a second of
+        // real time after each write, longer than the test runs.
+        for (step, weight) in (0..20u64).zip([3, 1, 1, 3, 1].into_iter().cycle()) {
+            let now = BASE_MICROS + step * 100_000;
+            clock.set(at(now));
+            let answer = remote.check_n(key, weight).await.unwrap();
+            assert_eq!(answer.decided_by, DecidedBy::Redis);
+            assert_eq!(
+                Shape::from(answer.decision),
+                model.decide(now, weight),
+                "{key} at step {step}"
+            );
+        }
+        let now = BASE_MICROS + 20 * 100_000;
+        clock.set(at(now));
+        assert_eq!(
+            remote.reset(key).await.unwrap(),
+            model.lead_micros(now) > 0,
+            "{key}"
+        );
+        assert_eq!(
+            remote.peek_n(key, 0).await.unwrap().decision.remaining(),
+            7,
+            "{key}"
+        );
+        assert!(!remote.reset(key).await.unwrap(), "{key}");
+    }
 }
