@@ -126,7 +126,7 @@ impl FineRate {
 
     /// A pair `(whole, remainder)` a script sent, in units of `1/d` µs; `None` unless both are
     /// non-negative and the remainder below `d`.
-    fn from_pair(&self, whole: i64, rem: i64) -> Option<u128> {
+    fn scaled_pair(&self, whole: i64, rem: i64) -> Option<u128> {
         let (whole, rem) = (u64::try_from(whole).ok()?, u64::try_from(rem).ok()?);
         (rem < self.d).then(|| u128::from(whole) * u128::from(self.d) + u128::from(rem))
     }
@@ -156,8 +156,8 @@ impl FineRate {
         let need = self.need(cost);
         let admitted = whole >= 0;
         let backlog = match admitted {
-            true => self.from_pair(whole, rem)?.checked_sub(need)?,
-            false => self.from_pair(-1 - whole, rem)?,
+            true => self.scaled_pair(whole, rem)?.checked_sub(need)?,
+            false => self.scaled_pair(-1 - whole, rem)?,
         };
         let after = backlog + need;
         let max = max_delay.map(|max| u128::from(max) * u128::from(self.d));
@@ -188,7 +188,7 @@ impl FineRate {
     /// the epoch, rounded up: what a refund of the slot names (`gcra_refund.lua` rounds the TAT
     /// it compares the same way).
     pub(crate) fn end_nanos(&self, whole: i64, rem: i64) -> Option<u64> {
-        let end = self.from_pair(whole, rem)?;
+        let end = self.scaled_pair(whole, rem)?;
         Some(self.nanos_up(end))
     }
 }
@@ -260,6 +260,24 @@ mod tests {
         // A refusal the arithmetic admits, a remainder of d or more: no decision.
         assert_eq!(thirty.decision([-1, 0], 1, false, None), None);
         assert_eq!(thirty.decision([66, 3], 1, false, None), None);
+    }
+
+    #[test]
+    fn extreme_pairs_are_refused_or_read_never_a_panic() {
+        let day = rate("4294967295/day burst 4294967295").unwrap();
+        for whole in [i64::MIN, -1, 0, i64::MAX] {
+            for rem in [i64::MIN, -1, 0, 1, i64::MAX] {
+                for cost in [0, 1, u64::from(u32::MAX)] {
+                    for max in [None, Some(0), Some(u64::MAX >> 11)] {
+                        let _ = day.decision([whole, rem], cost, true, max);
+                    }
+                }
+                let _ = day.end_nanos(whole, rem);
+            }
+        }
+        // A negative remainder, or one of `d` or more, is no pair.
+        assert_eq!(day.decision([5, -1], 0, false, None), None);
+        assert_eq!(day.end_nanos(5, i64::MAX), None);
     }
 
     #[test]
