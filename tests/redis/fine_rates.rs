@@ -142,7 +142,7 @@ fn case() -> impl Strategy<Value = Case> {
         rate(),
         1..=20u64,
         any::<bool>(),
-        prop::collection::vec((0..=24u64, 0..=4u64), 1..40),
+        prop::collection::vec((0..=16u64, 0..=6u64), 1..40),
     )
         .prop_filter(
             "a shaper needs T in whole nanoseconds within 1%",
@@ -160,15 +160,25 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// What the cases compared: decisions admitted and refused, and keys that expired, in real time,
+/// before their `PERSIST`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    admitted: u64,
+    refused: u64,
+    raced: u64,
+}
+
 /// Every decision of a case through Redis is the exact model's, field for field. A key whose
-/// lead is under a second may expire in real time before its `PERSIST` (its TTL is client time
-/// on the server's clock): found gone, the model restarts too, counted in `raced`.
+/// lead is short may expire in real time before its `PERSIST` (its TTL is client time on the
+/// server's clock, a millisecond for the fastest rates): found gone, the model restarts too,
+/// counted in `raced`.
 async fn run_case(
     case: &Case,
     number: u64,
     server: &crate::redis_common::SharedDatabase,
     raw: &mut redis::aio::MultiplexedConnection,
-    raced: &mut u64,
+    tally: &mut Tally,
 ) -> Result<(), TestCaseError> {
     let quota = Quota::new(case.count, Duration::from_micros(case.period))
         .unwrap()
@@ -191,10 +201,15 @@ async fn run_case(
         prop_assert_eq!(answer.decided_by, DecidedBy::Redis);
         let expected = model.decide(now, weight);
         prop_assert_eq!(Shape::from(answer.decision), expected, "{:?} at {} µs", case, now);
+        match expected.admitted {
+            true => tally.admitted += 1,
+            false => tally.refused += 1,
+        }
         if model.lead_micros(now) > 0 && !raw.exists::<_, bool>(&key).await.unwrap() {
-            prop_assert!(model.lead_micros(now) < 20_000, "gone while it counts");
+            // A TTL of a second outlives any stall between the script and its `PERSIST`.
+            prop_assert!(model.lead_micros(now) < 1_000_000, "gone while it counts");
             model.tat = 0;
-            *raced += 1;
+            tally.raced += 1;
         }
     }
     Ok(())
@@ -213,24 +228,25 @@ fn every_decision_is_the_exact_rational_gcras() {
         failure_persistence: None,
         ..Config::default()
     });
-    let (number, raced) = (Cell::new(0), Cell::new(0));
+    let (number, tally) = (Cell::new(0), Cell::new(Tally::default()));
     runner
         .run(&case(), |case| {
             number.set(number.get() + 1);
-            let mut races = 0;
-            let result = runtime.block_on(run_case(
-                &case,
-                number.get(),
-                &server,
-                &mut raw.clone(),
-                &mut races,
-            ));
-            raced.set(raced.get() + races);
+            let mut sum = tally.get();
+            let result = runtime.block_on(run_case(&case, number.get(), &server, &mut raw.clone(), &mut sum));
+            tally.set(sum);
             result
         })
         .unwrap();
-    let raced = raced.get();
-    assert!(raced <= 10, "{raced} keys expired before their PERSIST");
+    // Both verdicts were compared many times, and races (which restart a case's model) were
+    // a minority of the steps.
+    let Tally {
+        admitted,
+        refused,
+        raced,
+    } = tally.get();
+    assert!(admitted >= 100 && refused >= 100, "{:?}", tally.get());
+    assert!(raced * 4 <= admitted + refused, "{:?}", tally.get());
 }
 
 /// Every unit that fits now, asked for in weights of 64, then 8, then 1.
