@@ -41,8 +41,8 @@ impl FineRate {
     /// whole number of microseconds (the 8-byte form runs it exactly).
     ///
     /// # Errors
-    /// [`RedisConfigError::BeyondExactIntegers`] when `burst * T` reaches 2^51 µs, or when the
-    /// denominator passes [`MAX_DENOMINATOR`] (a count above about 2^41 whose period it does
+    /// [`RedisConfigError::BeyondExactIntegers`] when `burst * T` passes 2^51 µs, or when the
+    /// denominator passes [`MAX_DENOMINATOR`] (a count above 8.8e9, about 2^33, whose period it does
     /// not divide: count in larger units).
     pub(crate) fn of(algorithm: &'static str, quota: &Quota) -> Result<Option<FineRate>, RedisConfigError> {
         let period = u128::from(quota.period_nanos());
