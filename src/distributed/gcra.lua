@@ -21,6 +21,7 @@ local mode = ARGV[2]
 if fine then
   local need, tolerance = first, second
   local lead, rem = 0, 0
+  part = part or 0
   if stored and (stored > now or (stored == now and part > 0)) then
     lead, rem = stored - now, part
   end

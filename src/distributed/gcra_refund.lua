@@ -20,6 +20,7 @@ if not stored then
   return 0
 end
 if fine then
+  part = part or 0
   if ARGV[2] then
     -- The TAT, rounded up to whole ns, is `stored` µs and `ceil(part * 1000 / d)` ns, which
     -- is 1000 (the next µs) when `part * 1000 > 999 * d`. Compared without dividing.

@@ -6,16 +6,17 @@
 -- ARGV[1]  with T not whole µs, the prologue's fields are followed by the remainders of
 --          `cost * T` and `burst * T` and d (`fine`, read here); otherwise d is 1.
 -- Leaves   `stored` (the TAT's whole µs, or nil) and `part` (its remainder in 1/d µs of this
---          call's d). A state written at another d (a quota changed live) is read up to the next
---          whole µs when it has a remainder: later, so it never admits more. An 8-byte state
---          has no remainder. Every value is an integer below 2^53 (d at most 2^43).
+--          call's d; nil for an 8-byte state, which has none). A state written at another d (a
+--          quota changed live) is read up to the next whole µs when it has a remainder: later,
+--          so it never admits more. Every value is an integer below 2^53 (d at most 2^43).
+--          For T whole µs, `d` and the remainders stay nil (no Lua work on the common path): a
+--          24-byte state's d then differs from the call's, as it does from 1.
 local key = KEYS[1]
-local fine = #ARGV[1] > 32
-local d, need_rem, tolerance_rem = 1, 0, 0
+local fine = length > 32
+local d, need_rem, tolerance_rem, part
 if fine then
-  need_rem, tolerance_rem, d = struct.unpack('<i8i8i8', ARGV[1], #ARGV[1] - 23)
+  need_rem, tolerance_rem, d = struct.unpack('<i8i8i8', ARGV[1], length - 23)
 end
-local part = 0
 local stored = redis.call('GET', key)
 if stored then
   if #stored == 8 then
