@@ -8,7 +8,8 @@
 //!
 //! - **One round trip** per decision: `EVALSHA` of the algorithm's script (`EVAL` of its source
 //!   on a node that answers `NOSCRIPT`), atomic on the server, in integer microseconds (no floats
-//!   in any decision).
+//!   in any decision; a bucket whose interval is not whole microseconds keeps a remainder in
+//!   `1/d` µs beside them, so that every rate runs exactly).
 //! - **Time**: the server's `TIME` by default, so instances with skewed clocks share one
 //!   timeline; or the caller's clock ([`TimeSource`]).
 //! - **Keys**: `{prefix}{{key}}:{algorithm}`: one hash tag per limit (the scripts touch only
@@ -55,6 +56,7 @@ mod cause;
 mod classify;
 mod connection;
 mod error;
+mod fine_rate;
 // The tower layer's adapter (`RateLimiter` for `RedisLimiter`, and the queue of its refunds),
 // on the limiter's public API.
 #[cfg(feature = "tower")]

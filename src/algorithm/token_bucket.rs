@@ -30,8 +30,8 @@ use super::{low_half, Algorithm, OutOfLine, Transition};
 /// to whole nanoseconds, retry-after and reset-after up. Such a rate's count is at most
 /// `u32::MAX` (every count of 32 bits, for every period): a larger one is refused with
 /// [`QuotaError::RateTooFine`] (count in larger units). A wide bucket gives nothing back
-/// ([`refund`](Algorithm::refund), [`undo`](Algorithm::undo) keep its state), and through Redis
-/// such a rate is refused (its `T` in whole microseconds).
+/// ([`refund`](Algorithm::refund), [`undo`](Algorithm::undo) keep its state). Through Redis
+/// every bucket runs its exact `period / count` (whole microseconds and a remainder).
 ///
 /// ```
 /// use tollgate::{DirectLimiter, ManualClock, Quota, TokenBucket};

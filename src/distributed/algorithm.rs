@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::error::RedisConfigError;
+use super::fine_rate::FineRate;
 use super::script::LuaScript;
 use crate::algorithm::Algorithm;
 use crate::{FixedWindow, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
@@ -133,16 +134,24 @@ impl RedisAlgorithm {
         let name = self.name();
         let mut other_suffix = None;
         let (suffix, params, reader) = match *self {
-            RedisAlgorithm::TokenBucket(a) => {
-                let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
-                let bucket = TokenBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
-                ("tb2", params, Reader::TokenBucket(bucket))
-            }
-            RedisAlgorithm::LeakyBucket(a) => {
-                let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
-                let shaper = LeakyBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
-                ("lb2", params, Reader::LeakyBucket(shaper))
-            }
+            RedisAlgorithm::TokenBucket(a) => match FineRate::of(name, &a.quota())? {
+                Some(rate) => ("tb2", [0; 2], Reader::Fine { rate, shaper: false }),
+                None => {
+                    let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
+                    let bucket =
+                        TokenBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
+                    ("tb2", params, Reader::TokenBucket(bucket))
+                }
+            },
+            RedisAlgorithm::LeakyBucket(a) => match FineRate::of(name, &a.quota())? {
+                Some(rate) => ("lb2", [0; 2], Reader::Fine { rate, shaper: true }),
+                None => {
+                    let (params, bucket) = gcra(name, a.emission_interval(), a.capacity())?;
+                    let shaper =
+                        LeakyBucket::new(bucket).map_err(|_| too_large(name, a.capacity(), params))?;
+                    ("lb2", params, Reader::LeakyBucket(shaper))
+                }
+            },
             RedisAlgorithm::FixedWindow(a) => {
                 let window = whole_micros(name, a.window())?;
                 let limit = at_most(name, "limit", a.limit(), MAX_SPAN_MICROS)?;
@@ -212,13 +221,38 @@ pub(crate) struct Program {
     pub(crate) capacity: u64,
 }
 
+impl Program {
+    /// The scripts' first argument for a request of weight `cost` (and `now` on a client's
+    /// clock), and how many of its bytes to send: the 24 or 32 of
+    /// [`packed_arguments`](super::limiter::packed_arguments), or for a bucket whose interval is
+    /// not whole microseconds, its pairs (48 or 56: `FineRate::arguments`).
+    pub(crate) fn arguments(&self, cost: u64, now: Option<i64>) -> ([u8; 56], usize) {
+        match self.reader {
+            Reader::Fine { rate, .. } => rate.arguments(cost, now),
+            _ => {
+                let (short, length) = super::limiter::packed_arguments(cost, self.params, now);
+                let mut bytes = [0; 56];
+                bytes[..short.len()].copy_from_slice(&short);
+                (bytes, length)
+            }
+        }
+    }
+}
+
 impl Reader {
-    /// The emission interval the script runs a bucket at (rounded up to whole microseconds);
-    /// `None` for the windows and the log.
+    /// Whether it reads a shaper's replies (the one algorithm with a `'slot'` mode).
+    pub(crate) fn is_shaper(&self) -> bool {
+        matches!(self, Reader::LeakyBucket(_) | Reader::Fine { shaper: true, .. })
+    }
+
+    /// The emission interval the script runs a bucket at (the quota's exact ratio; rounded up
+    /// to whole nanoseconds when it is not whole microseconds); `None` for the windows and the
+    /// log.
     pub(crate) fn bucket_interval(&self) -> Option<Duration> {
         match self {
             Reader::TokenBucket(bucket) => Some(bucket.emission_interval()),
             Reader::LeakyBucket(shaper) => Some(shaper.emission_interval()),
+            Reader::Fine { rate, .. } => Some(Duration::from_nanos(rate.rounded_interval_nanos())),
             Reader::FixedWindow { .. } | Reader::SlidingWindow(_) | Reader::Log { .. } => None,
         }
     }
@@ -229,10 +263,16 @@ impl Reader {
 /// own arithmetic on it, with the parameters the script used.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reader {
-    /// The bucket, with its interval rounded to whole microseconds as the script runs it.
+    /// The bucket, at its interval of whole microseconds as the script runs it.
     TokenBucket(TokenBucket),
     /// The shaper, likewise.
     LeakyBucket(LeakyBucket),
+    /// Either bucket at an interval that is not whole microseconds, decided from the script's
+    /// pairs of whole µs and remainders (`fine_rate.rs`); `shaper` for the leaky bucket.
+    Fine {
+        rate: FineRate,
+        shaper: bool,
+    },
     FixedWindow {
         limit: u64,
     },
@@ -253,33 +293,33 @@ macro_rules! script {
     };
 }
 
-pub(crate) const GCRA_SCRIPT: &str = script!("gcra.lua");
+/// A bucket's script: the prologue, the state read (`gcra_state.lua`), then the body.
+macro_rules! gcra_script {
+    ($body:literal) => {
+        concat!(
+            include_str!("prologue.lua"),
+            include_str!("gcra_state.lua"),
+            include_str!($body)
+        )
+    };
+}
+
+pub(crate) const GCRA_SCRIPT: &str = gcra_script!("gcra.lua");
 pub(crate) const FIXED_WINDOW_SCRIPT: &str = script!("fixed_window.lua");
 pub(crate) const SLIDING_WINDOW_SCRIPT: &str = script!("sliding_window.lua");
 pub(crate) const SLIDING_LOG_SCRIPT: &str = script!("sliding_log.lua");
 pub(crate) const SLIDING_LOG_LIST_SCRIPT: &str = script!("sliding_log_list.lua");
-pub(crate) const GCRA_REFUND_SCRIPT: &str = script!("gcra_refund.lua");
+pub(crate) const GCRA_REFUND_SCRIPT: &str = gcra_script!("gcra_refund.lua");
 
 /// The buckets' refund script, shared by every limiter (its SHA-1 is computed once): a
 /// `'static` script lets a refund started from a destructor own its whole call.
 pub(crate) static GCRA_REFUND: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(GCRA_REFUND_SCRIPT));
 
-/// GCRA's arguments: `T` rounded up to whole microseconds (so the distributed bucket never
-/// admits more than the local one; refused when that runs it over 1% slower) and `burst * T`; and the quota the client reads replies
-/// with, at that same interval.
+/// GCRA's arguments for an emission interval of whole microseconds (`FineRate::of` found no
+/// remainder: `interval` is exactly `period / count`): `T` and `burst * T`; and the quota the
+/// client reads replies with, at that same interval.
 fn gcra(name: &'static str, interval: Duration, burst: u64) -> Result<([u64; 2], Quota), RedisConfigError> {
-    let local = interval;
     let interval = ceil_micros(interval);
-    // As the local buckets refuse rounding that runs a rate over 1% slow, so does this second
-    // rounding: `100 * (T_redis - T) > T_redis`, in nanoseconds (`u128`: no overflow).
-    let (local_nanos, redis_nanos) = (local.as_nanos(), u128::from(interval) * 1_000);
-    if 100 * redis_nanos.saturating_sub(local_nanos) > redis_nanos {
-        return Err(RedisConfigError::RateTooFine {
-            algorithm: name,
-            interval: local,
-            redis_interval: Duration::from_micros(interval),
-        });
-    }
     let interval = at_most(
         name,
         "emission interval (microseconds)",

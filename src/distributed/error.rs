@@ -38,18 +38,6 @@ pub enum RedisConfigError {
         /// The largest value that keeps every intermediate product below 2^53.
         max: u64,
     },
-    /// A bucket whose emission interval, which the scripts keep in whole microseconds (rounded
-    /// up, so as never to admit more), would run more than 1% slower in Redis than the local
-    /// bucket runs it (a rate above about 10,000 per second whose interval is not close to whole
-    /// microseconds). Count in larger units.
-    RateTooFine {
-        /// The algorithm asked for.
-        algorithm: &'static str,
-        /// The local bucket's interval (whole nanoseconds).
-        interval: Duration,
-        /// The interval the scripts would run, in whole microseconds.
-        redis_interval: Duration,
-    },
     /// A live change to another algorithm ([`RedisLimiter::set_algorithm`](super::RedisLimiter::set_algorithm)):
     /// its keys are another algorithm's (a key's name ends in its algorithm), so the states the
     /// fleet holds would not be read. Build a new limiter for another algorithm.
@@ -161,15 +149,6 @@ impl fmt::Display for RedisConfigError {
             } => write!(
                 f,
                 "the {algorithm}'s {parameter} of {value} is too large for exact integers in Lua (doubles, exact below 2^53): at most {max}"
-            ),
-            RedisConfigError::RateTooFine {
-                algorithm,
-                interval,
-                redis_interval,
-            } => write!(
-                f,
-                "the {algorithm}'s interval of {interval:?} per unit would run at {redis_interval:?} in Redis, \
-                 whose scripts keep it in whole microseconds: more than 1% slower (count in larger units)"
             ),
             RedisConfigError::LogTooLarge { limit, max } => write!(
                 f,

@@ -114,9 +114,9 @@ impl<K: Display + Sync> RateLimiter<K> for RedisLimiter {
         }
     }
 
-    /// The algorithm's policy, at the rate the script runs it: a bucket's interval rounded up
-    /// to whole microseconds (up to 1% slower than the local bucket's), so that the announced
-    /// `q` never promises what the fleet's bucket does not admit.
+    /// The algorithm's policy, at the rate the script runs it: a bucket's interval (exactly
+    /// `period / count`, announced rounded up to whole nanoseconds), so that the announced `q`
+    /// never promises what the fleet's bucket does not admit.
     fn policy(&self) -> Policy {
         // One snapshot: the policy and the interval of one quota.
         let configured = self.configured.load();

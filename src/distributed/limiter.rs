@@ -229,8 +229,9 @@ impl RedisLimiter {
     /// With `end`, the refund of a slot (`check_slot`'s admission): it gives back only if the
     /// key's TAT still equals `end`, in whole microseconds (rounded down: the slot's end is
     /// whole microseconds, and a time that is not, the client's clock before the script's
-    /// rounding, rounds down to it). An end past the times a script holds matches no TAT:
-    /// nothing to ask.
+    /// rounding, rounds down to it); for a bucket whose interval is not whole microseconds, in
+    /// nanoseconds (the script rounds the TAT up to them, as the slot's end was). An end past
+    /// the times a script holds matches no TAT: nothing to ask.
     ///
     /// # Errors
     /// As for [`refund_n`](Self::refund_n).
@@ -246,16 +247,24 @@ impl RedisLimiter {
         if !program.refunds {
             return Ok(None);
         }
-        let end = match end.map(|end| end.as_nanos() / 1_000) {
-            Some(end) if end >= MAX_EXACT_MICROS => return Ok(None),
-            end => end,
+        let end = match end.map(|end| (end.as_nanos() / 1_000, end.as_nanos() % 1_000)) {
+            Some((end, _)) if end >= MAX_EXACT_MICROS => return Ok(None),
+            Some((end, nanos)) => {
+                let mut bytes = [0; 16];
+                bytes[..8].copy_from_slice(&end.to_le_bytes());
+                bytes[8..].copy_from_slice(&nanos.to_le_bytes());
+                // `'<i8'` µs; a fine bucket's `'<i8i8'`, µs and the nanoseconds after them.
+                let fine = matches!(program.reader, super::algorithm::Reader::Fine { .. });
+                Some((bytes, if fine { 16 } else { 8 }))
+            }
+            None => None,
         };
         let now = self.time.now_argument()?;
         Ok(Some(Refund {
             connection: self.connection.clone(),
             breakers: Arc::clone(&self.breakers),
             key: self.key_with_suffix(key, program.suffix),
-            arguments: packed_arguments(cost, program.params, now),
+            arguments: program.arguments(cost, now),
             slot_end: end,
             deadline: self.deadline,
         }))
@@ -266,10 +275,9 @@ impl RedisLimiter {
         self.configured.load().algorithm
     }
 
-    /// The emission interval the script runs a bucket at: the algorithm's, rounded up to whole
-    /// microseconds (at most 1% longer: [`RedisConfigError::RateTooFine`](super::RedisConfigError::RateTooFine)
-    /// otherwise), so that the fleet's bucket never admits more than the local one. `None` for
-    /// the windows and the log.
+    /// The emission interval the script runs a bucket at: the quota's `period / count` exactly
+    /// (whole microseconds and a remainder in `1/d` µs where it is not whole µs), reported
+    /// rounded up to whole nanoseconds. `None` for the windows and the log.
     pub fn bucket_interval(&self) -> Option<Duration> {
         self.configured.load().program.reader.bucket_interval()
     }
@@ -360,7 +368,7 @@ impl RedisLimiter {
         let other_key = self.other_key(program, key);
         let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
         let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
-        let (arguments, length) = packed_arguments(0, program.params, now);
+        let (arguments, length) = program.arguments(0, now);
         let script = super::reset::script(&configured.algorithm);
         let args: [&[u8]; 1] = [&arguments[..length]];
         let answer = tokio::time::timeout(self.deadline, self.connection.run(script, keys, &args)).await;
@@ -444,7 +452,7 @@ impl RedisLimiter {
         let other_key = self.other_key(program, key);
         let keys = [redis_key.as_str(), other_key.as_deref().unwrap_or_default()];
         let keys = &keys[..if other_key.is_some() { 2 } else { 1 }];
-        let (arguments, length) = packed_arguments(cost, program.params, now);
+        let (arguments, length) = program.arguments(cost, now);
         // The packed arguments, then the mode's: nothing for a check, `'peek'`, or `'slot'` and
         // the longest wait.
         let mut args: [&[u8]; 3] = [&arguments[..length], b"", b""];
@@ -458,7 +466,7 @@ impl RedisLimiter {
             }
             Mode::Slot(max) => {
                 // Only the shaper's script has a `'slot'` mode; the others never delay.
-                if matches!(program.reader, super::algorithm::Reader::LeakyBucket(_)) {
+                if program.reader.is_shaper() {
                     args[1] = b"slot";
                     count = 2;
                     max_bytes = max.map(|max| slot_micros(max).to_le_bytes());
@@ -481,8 +489,7 @@ impl RedisLimiter {
                     Ok(Ok(reply)) => match read(program, &reply, cost, mode) {
                         Some((decision, end)) => {
                             breaker.succeeded();
-                            // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
-                            let end = end.map(|end| Timestamp::from_nanos(end.saturating_mul(1_000)));
+                            let end = end.map(Timestamp::from_nanos);
                             return Ok((RedisDecision::by_redis(decision), end));
                         }
                         None => Failure::Reply,
@@ -518,13 +525,19 @@ impl RedisLimiter {
 }
 
 /// A script's reply to `program`'s call, read for `mode`: the decision, and a `'slot'`
-/// admission's end (µs).
+/// admission's end (ns since the epoch).
 fn read(program: &Program, reply: &Value, cost: u64, mode: Mode) -> Option<(Decision, Option<u64>)> {
+    // The script's maximum wait, in whole µs (see `reply`).
+    let slot_max = |max: Option<Duration>| max.map(slot_micros);
     match (mode, &program.reader) {
         (Mode::Slot(max), super::algorithm::Reader::LeakyBucket(shaper)) => {
-            // The script's maximum, in whole µs, back in ns: the same refusals (see `reply`).
-            let max = max.map(|max| slot_micros(max).saturating_mul(1_000));
+            // Whole microseconds below 2^53 (checked by `reply`): exact in ns.
+            let max = slot_max(max).map(|max| max.saturating_mul(1_000));
             reply::slot_decision(shaper, reply, cost, max)
+                .map(|(decision, end)| (decision, end.map(|end| end.saturating_mul(1_000))))
+        }
+        (Mode::Slot(max), super::algorithm::Reader::Fine { rate, shaper: true }) => {
+            reply::fine_slot_decision(rate, reply, cost, slot_max(max))
         }
         _ => reply::decision(&program.reader, reply, cost).map(|decision| (decision, None)),
     }

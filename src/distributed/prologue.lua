@@ -3,9 +3,12 @@
 -- ARGV[1]  cost, then the algorithm's two parameters (`first`, `second`: named by each body)
 --          [, now_us]: little-endian 64-bit integers (struct '<i8' each), 24 bytes, or 32 with
 --          a client's time (`client`; without it, the server's TIME): one packed argument costs
---          the server less than four numbers to parse.
+--          the server less than four numbers to parse. A bucket whose interval is not whole
+--          microseconds appends three more (gcra_state.lua reads them): 48 bytes, or 56 with a
+--          client's time (`length`, kept for it).
 local cost, first, second, now
-local client = #ARGV[1] == 32
+local length = #ARGV[1]
+local client = length == 32 or length == 56
 if client then
   cost, first, second, now = struct.unpack('<i8i8i8i8', ARGV[1])
 else

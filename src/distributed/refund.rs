@@ -19,10 +19,12 @@ pub(crate) struct Refund {
     pub(crate) connection: Connection,
     pub(crate) breakers: Arc<Breakers>,
     pub(crate) key: String,
-    pub(crate) arguments: ([u8; 32], usize),
-    /// The end of the slot given back (µs): the TAT moves back only if it still equals it.
-    /// `None`: unconditionally (`RedisLimiter::refund_n`).
-    pub(crate) slot_end: Option<u64>,
+    pub(crate) arguments: ([u8; 56], usize),
+    /// The end of the slot given back, as `gcra_refund.lua`'s `ARGV[2]` and how many of its
+    /// bytes to send (8: µs; 16 for a bucket whose interval is not whole µs: µs, then the
+    /// nanoseconds after them): the TAT moves back only if it still equals it. `None`:
+    /// unconditionally (`RedisLimiter::refund_n`).
+    pub(crate) slot_end: Option<([u8; 16], usize)>,
     pub(crate) deadline: Duration,
 }
 
@@ -42,8 +44,11 @@ impl Refund {
             return Ok(false);
         }
         let (arguments, length) = self.arguments;
-        let end = self.slot_end.map(u64::to_le_bytes);
-        let args: [&[u8]; 2] = [&arguments[..length], end.as_ref().map_or(&[][..], |end| &end[..])];
+        let end = self.slot_end;
+        let args: [&[u8]; 2] = [
+            &arguments[..length],
+            end.as_ref().map_or(&[][..], |(end, length)| &end[..*length]),
+        ];
         let args = &args[..if end.is_some() { 2 } else { 1 }];
         let keys = [self.key.as_str()];
         let answer =

@@ -14,6 +14,7 @@
 use redis::Value;
 
 use super::algorithm::Reader;
+use super::fine_rate::FineRate;
 use crate::algorithm::Algorithm;
 use crate::{Decision, Timestamp};
 
@@ -30,6 +31,9 @@ pub(crate) fn decision(reader: &Reader, reply: &Value, cost: u64) -> Option<Deci
         }
         (Reader::LeakyBucket(shaper), Value::Int(reply)) => {
             gcra(shaper, micros(shaper.emission_interval())?, *reply, cost)
+        }
+        (Reader::Fine { rate, shaper }, Value::BulkString(bytes)) => {
+            rate.decision(integers(bytes)?, cost, *shaper, None)
         }
         (Reader::FixedWindow { limit }, Value::BulkString(bytes)) => {
             let [admitted, count, until_end] = integers(bytes)?;
@@ -59,6 +63,7 @@ pub(crate) fn idle(reader: &Reader, reply: &Value) -> Option<bool> {
     let _readable: Decision = decision(reader, reply, 0)?;
     match (reader, reply) {
         (Reader::TokenBucket(_) | Reader::LeakyBucket(_), Value::Int(after)) => Some(*after == 0),
+        (Reader::Fine { .. }, Value::BulkString(bytes)) => Some(integers(bytes)? == [0, 0]),
         (Reader::FixedWindow { .. }, Value::BulkString(bytes)) => {
             let [_, count, _] = integers(bytes)?;
             Some(count == 0)
@@ -105,6 +110,33 @@ pub(crate) fn slot_decision(
         }
         _ => None,
     }
+}
+
+/// [`slot_decision`] for a shaper whose interval is not whole microseconds: its replies are
+/// pairs (`fine_rate.rs`), a refusal `[-1 - lead, remainder]`, an admission `[lead, remainder,
+/// end, end's remainder]` (16 or 32 bytes); the end in nanoseconds, rounded up. `max_delay`
+/// is the longest wait the call allowed, whole µs, as the script compared it.
+pub(crate) fn fine_slot_decision(
+    rate: &FineRate,
+    reply: &Value,
+    cost: u64,
+    max_delay: Option<u64>,
+) -> Option<(Decision, Option<u64>)> {
+    let Value::BulkString(bytes) = reply else {
+        return None;
+    };
+    if let Some(pair) = integers(bytes) {
+        let decision = rate.decision(pair, cost, true, max_delay)?;
+        // Only a weightless request is admitted without its slot's end.
+        return (!decision.is_allowed() || cost == 0).then_some((decision, None));
+    }
+    let [after, after_rem, end, end_rem] = integers(bytes)?;
+    let decision = rate.decision([after, after_rem], cost, true, max_delay)?;
+    // The end is the TAT, `now + after` with `now` non-negative: at least `after`.
+    let end = rate
+        .end_nanos(end, end_rem)
+        .filter(|_| end >= after && after >= 0)?;
+    (decision.is_allowed() && cost > 0).then_some((decision, Some(end)))
 }
 
 fn micros(duration: std::time::Duration) -> Option<u64> {

@@ -9,7 +9,7 @@ use super::builder::Target;
 use super::cause::{cause_of, RedisFailureCause};
 use super::connection::CONNECT_TIMEOUT;
 use super::error::RedisConfigError;
-use super::limiter::{packed_arguments, RedisLimiter};
+use super::limiter::RedisLimiter;
 
 /// The key [`RedisLimiter::verify`] peeks at (weight 0: nothing is written).
 const PROBE_KEY: &str = "tollgate-verify";
@@ -51,7 +51,7 @@ impl RedisLimiter {
         let configured = self.configured.load();
         let program = &configured.program;
         let key = self.key_with_suffix(PROBE_KEY, program.suffix);
-        let (arguments, length) = packed_arguments(0, program.params, None);
+        let (arguments, length) = program.arguments(0, None);
         let (keys, args): ([&str; 1], [&[u8]; 2]) = ([key.as_str()], [&arguments[..length], b"peek"]);
         let call = self.connection.run(&program.script, &keys, &args);
         match tokio::time::timeout(wait, call).await {

@@ -105,43 +105,38 @@ async fn windows_must_be_whole_microseconds() {
     assert!(build(TokenBucket::new(quota).unwrap()).await.is_ok());
 }
 
-/// The scripts keep a bucket's interval in whole microseconds, rounded up: a rate that this
-/// would run more than 1% slower than the local bucket is refused, not run slow in Redis.
+/// The scripts keep a bucket's interval as whole microseconds and a remainder in `1/d` µs
+/// (`d` the interval's denominator in lowest terms): every rate whose `d` is at most 2^43 is
+/// accepted (every count up to `u32::MAX`, whatever the period). A finer denominator (a count
+/// of about 9e12 per 1,000 days, coprime to the period) is refused with the largest one.
 #[tokio::test]
-async fn a_bucket_rate_whole_microseconds_would_slow_by_over_one_percent_is_refused() {
-    // 300,000/s: T = 3,334 ns locally, 4 us in Redis, 17% slower.
-    for quota in ["300000/s", "30000/s"] {
-        let quota: Quota = quota.parse().unwrap();
-        let local = TokenBucket::new(quota).unwrap().emission_interval();
-        let redis = Duration::from_micros(u64::try_from(local.as_nanos().div_ceil(1_000)).unwrap());
-        let expected = |algorithm| RedisConfigError::RateTooFine {
-            algorithm,
-            interval: local,
-            redis_interval: redis,
-        };
-        match build(TokenBucket::new(quota).unwrap()).await {
-            Err(error) => assert_eq!(error.to_string(), expected("token bucket").to_string()),
-            Ok(_) => panic!("{quota:?} accepted"),
-        }
-        assert!(matches!(
-            build(LeakyBucket::new(quota).unwrap()).await,
-            Err(RedisConfigError::RateTooFine {
-                algorithm: "leaky bucket",
-                ..
-            })
-        ));
-    }
-    // Exactly 1% slower is accepted (2 per 99 us: T = 49,500 ns, run as 50 us), 1 ns less is
-    // not; every interval of whole microseconds is accepted, however short.
-    for quota in ["2/99us", "1000000/s", "500000/s", "12000/s"] {
+async fn a_bucket_rate_is_accepted_unless_its_denominator_passes_exact_integers() {
+    for quota in [
+        "300000/s",
+        "30000/s",
+        "70000/s",
+        "7/ms",
+        "2/99us",
+        "3/s",
+        "1/49499ns",
+    ] {
         let quota: Quota = quota.parse().unwrap();
         assert!(build(TokenBucket::new(quota).unwrap()).await.is_ok(), "{quota:?}");
+        assert!(build(LeakyBucket::new(quota).unwrap()).await.is_ok(), "{quota:?}");
     }
-    let just_over = TokenBucket::new("1/49499ns".parse().unwrap()).unwrap();
-    assert!(matches!(
-        build(just_over).await,
-        Err(RedisConfigError::RateTooFine { .. })
-    ));
+    let coprime = Quota::new(9_000_000_000_001, Duration::from_secs(1_000 * 86_400)).unwrap();
+    for algorithm in [
+        RedisAlgorithm::from(TokenBucket::new(coprime).unwrap()),
+        LeakyBucket::new(coprime).unwrap().into(),
+    ] {
+        match build(algorithm).await {
+            Err(error @ RedisConfigError::BeyondExactIntegers { value, max, .. }) => {
+                assert_eq!((value, max), (9_000_000_000_001, 1 << 43));
+                assert!(error.to_string().contains("count in larger units"), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

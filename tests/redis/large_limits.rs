@@ -2,8 +2,8 @@
 //! client's time: every decision of both window counters is the local limiter's, field for
 //! field, on traces of large weights around window boundaries (the sliding window's script
 //! multiplies such counts by such windows in two exact limbs, past the doubles' 2^53), and many
-//! requests of weight 1 on one key admit exactly a limit. The buckets' limit through Redis is
-//! their rate in whole microseconds, which such counts do not have: a typed error.
+//! requests of weight 1 on one key admit exactly a limit. The buckets run such counts exactly, their
+//! interval a whole µs and a remainder (`fine_rates.rs` compares them with an exact model).
 //!
 //! Keys are made persistent after every call: a key's TTL is client time counted on the
 //! server's clock, and a 1 ms window's lives about a millisecond of real time (expiry has its
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::redis_common::{client_time_limiter, raw_connection, RedisServer};
 use redis::AsyncCommands;
-use tollgate::distributed::{DecidedBy, FailurePolicy, RedisConfigError, RedisLimiter};
+use tollgate::distributed::{DecidedBy, RedisLimiter};
 use tollgate::{
     DirectLimiter, FixedWindow, LeakyBucket, ManualClock, Quota, SlidingWindow, Timestamp, TokenBucket,
 };
@@ -142,40 +142,42 @@ async fn a_day_of_u32_max_counts_every_request() {
     assert!(!remote.check("k").await.unwrap().is_allowed());
 }
 
-/// The buckets through Redis run their emission interval in whole microseconds: `u32::MAX` per
-/// any of these windows is under a microsecond, or (per day, 20.1 µs) more than 1% slower
-/// rounded up; refused with `RateTooFine`, at construction. Per millisecond and per second the
-/// buckets in memory keep the rate exactly in 128 bits; through Redis it is refused the same.
+/// The buckets through Redis run `u32::MAX` per millisecond, second, minute, hour or day exactly
+/// (`T` under a microsecond or, per day, 20.1 µs: a whole µs and a remainder in `1/d` µs): the
+/// whole burst at one instant, then nothing, then one unit once `T` has passed, not a µs before.
 #[tokio::test(flavor = "current_thread")]
-async fn bucket_rates_finer_than_microseconds_are_refused() {
+async fn bucket_rates_finer_than_microseconds_run_exactly() {
     let server = RedisServer::start();
-    let clock = ManualClock::new();
-    for window in [
+    for (number, window) in [
         Duration::from_millis(1),
         Duration::from_secs(1),
         Duration::from_secs(60),
         Duration::from_secs(3_600),
         Duration::from_secs(86_400),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let quota = Quota::new(MAX, window).unwrap();
-        for result in [
-            RedisLimiter::builder(server.url(), TokenBucket::new(quota).unwrap(), policy())
-                .client_time(clock.clone())
-                .connect()
-                .await,
-            RedisLimiter::builder(server.url(), LeakyBucket::new(quota).unwrap(), policy())
-                .client_time(clock.clone())
-                .connect()
-                .await,
-        ] {
-            assert!(
-                matches!(result, Err(RedisConfigError::RateTooFine { .. })),
-                "{window:?}: {result:?}"
-            );
+        // Whole µs for one unit: ceil(window / MAX).
+        let unit = micros(window).div_ceil(MAX);
+        for shaper in [false, true] {
+            let start = Timestamp::from_secs(1_700_000_000);
+            let clock = ManualClock::starting_at(start);
+            let remote = match shaper {
+                false => TokenBucket::new(quota).unwrap().into(),
+                true => tollgate::distributed::RedisAlgorithm::from(LeakyBucket::new(quota).unwrap()),
+            };
+            let prefix = format!("fine{number}-{shaper}:");
+            let remote = client_time_limiter(&server, remote, &clock, &prefix).await;
+            assert!(remote.check_n("k", MAX).await.unwrap().is_allowed(), "{window:?}");
+            assert!(!remote.check("k").await.unwrap().is_allowed(), "{window:?}");
+            if unit > 1 {
+                clock.set(start.saturating_add(Duration::from_micros(unit - 1)));
+                assert!(!remote.check("k").await.unwrap().is_allowed(), "{window:?}");
+            }
+            clock.set(start.saturating_add(Duration::from_micros(unit)));
+            assert!(remote.check("k").await.unwrap().is_allowed(), "{window:?}");
         }
     }
-}
-
-fn policy() -> FailurePolicy {
-    FailurePolicy::FailOpen
 }

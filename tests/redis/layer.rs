@@ -294,9 +294,9 @@ async fn a_fallback_admission_announces_the_shares_own_remaining() -> Result<(),
     Ok(())
 }
 
-/// The script runs a bucket at its interval rounded up to whole microseconds (`9999/s`: 101 µs
-/// against 100,011 ns locally), so the layer announces that rate's `q`: at most
-/// `1 + (1 s - 1 ns) / 101 µs` = 9,901 pass in a second, not the 9,999 a local bucket admits.
+/// The script runs a bucket at its exact interval (`9999/s`: 100 µs and 1/9,999 µs, not whole
+/// µs), and the layer announces the `q` of that interval rounded up to whole ns (100,011 ns), as
+/// a local bucket of the same quota does: 9,999.
 #[tokio::test]
 async fn a_redis_bucket_announces_the_rate_its_script_runs() -> Result<(), Error> {
     let quota = "9999/s burst 1";
@@ -320,9 +320,9 @@ async fn a_redis_bucket_announces_the_rate_its_script_runs() -> Result<(), Error
     let client = http1_client();
     let refused = get(&client, gateway, "/", &[("x-api-key", "k")]).await;
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=9901;w=1"#);
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=9999;w=1"#);
 
-    // A local bucket of the same quota runs at 100,011 ns and announces its own 9,999.
+    // A local bucket of the same quota runs at 100,011 ns and announces the same 9,999.
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_800_000_000));
     let local = KeyedLimiter::<String, _, _>::with_clock(TokenBucket::new(quota.parse()?)?, 10, clock)?;
     let gateway = serve(

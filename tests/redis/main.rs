@@ -24,6 +24,7 @@ mod cluster_failover;
 mod cluster_reshard;
 mod errors;
 mod faults;
+mod fine_rates;
 mod fleet;
 mod keys;
 mod large_limits;

@@ -171,6 +171,11 @@ fn build(
             length: configured.program.params[0],
             sliding: Some(window),
         },
+        Reader::Fine { shaper: false, .. } => {
+            return Err(LeaseConfigError::IntervalNotWholeMicros {
+                interval: configured.program.reader.bucket_interval().unwrap_or_default(),
+            })
+        }
         _ => {
             return Err(LeaseConfigError::NotLeasable {
                 algorithm: configured.algorithm.name(),
@@ -220,6 +225,14 @@ pub enum LeaseConfigError {
         /// The algorithm asked for.
         algorithm: &'static str,
     },
+    /// A token bucket whose emission interval is not a whole number of microseconds: leases
+    /// hand out slots in whole µs. Its per-decision [`RedisLimiter`](crate::distributed::RedisLimiter)
+    /// runs it exactly; or lease a quota whose `period / count` is whole µs (such as `1000/s`,
+    /// `25000/s`, `1/ms`).
+    IntervalNotWholeMicros {
+        /// The bucket's interval, rounded up to whole nanoseconds.
+        interval: Duration,
+    },
     /// A largest lease of 0 units: no lease could ever hold a unit.
     ZeroMaxLease,
     /// A lease interval under a microsecond, the unit of the scripts.
@@ -239,6 +252,12 @@ impl fmt::Display for LeaseConfigError {
                 f,
                 "a {algorithm} cannot be leased: lease a token bucket, a fixed window or a sliding \
                  window counter, or decide the {algorithm} per request with RedisLimiter"
+            ),
+            LeaseConfigError::IntervalNotWholeMicros { interval } => write!(
+                f,
+                "a token bucket whose interval ({interval:?} per unit) is not whole microseconds cannot be leased: \
+                 decide it per request with RedisLimiter (exact at every rate), or lease a quota whose period / count \
+                 is whole microseconds"
             ),
             LeaseConfigError::ZeroMaxLease => {
                 f.write_str("a largest lease of 0 units holds nothing: give max_lease at least 1")

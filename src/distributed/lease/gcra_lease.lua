@@ -3,6 +3,7 @@
 -- `[start, start + g*T)`, `start = max(tat, now)`, admitted as one request of weight `g`, and
 -- the TAT moves to their end.
 -- KEYS[1]  the TAT of gcra.lua, the same key: leased and per-decision limiters share the quota.
+--          (Leases run only intervals of whole µs; a 24-byte TAT is read as gcra.lua's does.)
 -- ARGV[1]  cost, T (microseconds per unit), tolerance (burst * T) [, now_us], packed as for
 --          gcra.lua: 24 bytes, or 32 with a client's time (without it, the server's TIME).
 --          `cost` is the weight of the request that waits for this answer (0: a refresh).
@@ -26,7 +27,7 @@ end
 if cost < 0 then
   return redis.error_reply('TOLLGATE_COST the weight must be at least 0')
 end
-local want = #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
+local want = ARGV[2] and #ARGV[2] == 8 and struct.unpack('<i8', ARGV[2])
 if not want or want < cost then
   return redis.error_reply('TOLLGATE_LEASE the units asked for must be at least the weight')
 end
@@ -34,7 +35,14 @@ local key = KEYS[1]
 local tat = now
 local stored = redis.call('GET', key)
 if stored then
-  stored = #stored == 8 and struct.unpack('<i8', stored)
+  if #stored == 24 then
+    -- A bucket's TAT at an interval of 1/d µs (gcra_state.lua), written by a limiter whose
+    -- interval is not whole µs: read up to the next whole µs, never admitting more.
+    local whole, part, base = struct.unpack('<i8i8i8', stored)
+    stored = base >= 2 and base <= 8796093022208 and part >= 0 and part < base and whole + (part > 0 and 1 or 0)
+  else
+    stored = #stored == 8 and struct.unpack('<i8', stored)
+  end
   -- 2^53: a time past it is no state of ours (foreign text decodes far above it).
   if not stored or stored < 0 or stored >= 9007199254740992 then
     return redis.error_reply('TOLLGATE_STATE the key does not hold a GCRA state')
