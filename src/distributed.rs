@@ -85,7 +85,7 @@ pub use error::{RedisCheckError, RedisConfigError, RedisResetError};
 pub use lease::ledger::{Ask, Grant, Held, LeaseFaults, LeaseRule, LeaseTable, Sizing, Spend};
 pub use lease::{
     DirectLeasedLimiter, LeaseConfigError, LeaseCounts, LeasedLimiter, LeasedLimiterBuilder,
-    DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS,
+    DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS, DEFAULT_MAX_LEASE_SHARE,
 };
 pub use limiter::{RedisLimiter, DEFAULT_DEADLINE, DEFAULT_PREFIX, DEFAULT_PROBE_INTERVAL};
 pub use policy::{DecidedBy, Failure, FailurePolicy, LocalFallback, RedisDecision};

@@ -35,7 +35,10 @@ pub(crate) mod ledger;
 mod limiter;
 mod scripts;
 
-pub use builder::{LeaseConfigError, LeasedLimiterBuilder, DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS};
+pub use builder::{
+    LeaseConfigError, LeasedLimiterBuilder, DEFAULT_LEASE_INTERVAL, DEFAULT_LEASE_KEYS,
+    DEFAULT_MAX_LEASE_SHARE,
+};
 pub use counters::LeaseCounts;
 pub use direct::DirectLeasedLimiter;
 pub use limiter::LeasedLimiter;

@@ -336,8 +336,15 @@ async fn configurations_that_cannot_lease_are_refused() {
         ),
         "{error:?}"
     );
-    // The default largest lease is an eighth of the burst, at least one unit.
+    // The default largest lease is a quarter of the burst (10 here), at least one unit.
     let limiter = builder().connect().await.unwrap();
+    assert_eq!(limiter.max_lease(), 2);
+    let small = TokenBucket::new("2/s burst 3".parse().unwrap()).unwrap();
+    let limiter = RedisLimiter::builder(server.url(), small, fail_closed())
+        .leased()
+        .connect()
+        .await
+        .unwrap();
     assert_eq!(limiter.max_lease(), 1);
     let big = TokenBucket::new("1000/s burst 800".parse().unwrap()).unwrap();
     let limiter = RedisLimiter::builder(server.url(), big, fail_closed())
@@ -345,7 +352,7 @@ async fn configurations_that_cannot_lease_are_refused() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(limiter.max_lease(), 100);
+    assert_eq!(limiter.max_lease(), 200);
 }
 
 /// A key holding what is not the algorithm's state is a typed error, as for the per-decision

@@ -15,6 +15,12 @@ use crate::distributed::algorithm::Reader;
 use crate::distributed::{RedisConfigError, RedisLimiter, RedisLimiterBuilder};
 use crate::CapacityError;
 
+/// The share of the burst (or of the window's limit) one lease holds at most, unless
+/// `max_lease` is set: a quarter. Each grant is also at most half of what is free, so while
+/// several processes ask, each lease is smaller still. The fleet bench's hot key at half its
+/// quota measures what it spares (`docs/benchmarks.md`, "Leases").
+pub const DEFAULT_MAX_LEASE_SHARE: u64 = 4;
+
 /// The span a lease is sized for, unless set: a key's next lease holds twice the units it spent
 /// in the last such span.
 pub const DEFAULT_LEASE_INTERVAL: Duration = Duration::from_millis(100);
@@ -79,8 +85,8 @@ impl fmt::Debug for LeasedLimiterBuilder {
 }
 
 impl LeasedLimiterBuilder {
-    /// The most units one lease holds (an eighth of the burst or of the window's limit, at
-    /// least 1, unless set). Larger leases spare round trips; each strands more units when its
+    /// The most units one lease holds (a quarter of the burst or of the window's limit, at
+    /// least 1, unless set: [`DEFAULT_MAX_LEASE_SHARE`]). Larger leases spare round trips; each strands more units when its
     /// process stops, and holds more of the quota away from the other processes.
     pub fn max_lease(mut self, units: u64) -> Self {
         self.max_lease = Some(units);
@@ -185,7 +191,7 @@ fn build(
     let max_lease = match max_lease {
         Some(0) => return Err(LeaseConfigError::ZeroMaxLease),
         Some(units) => units,
-        None => (rule.capacity() / 8).max(1),
+        None => (rule.capacity() / DEFAULT_MAX_LEASE_SHARE).max(1),
     };
     let interval = match u64::try_from(interval.as_micros()) {
         Ok(0) => return Err(LeaseConfigError::IntervalTooShort { interval }),

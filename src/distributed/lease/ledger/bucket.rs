@@ -17,6 +17,13 @@ use crate::{Decision, Timestamp, TokenBucket};
 /// Nanoseconds per microsecond.
 const MICROS: u64 = 1_000;
 
+/// A process whose quota has fewer units free than it leases at a time waits for at most this
+/// share of the burst to gather (a sixteenth) before asking: so the fleet's admissions lag
+/// what the exact limiter would have admitted by at most that many units per process, while
+/// the quota is spent faster than it refills, and the units still come a batch per round trip
+/// (`docs/benchmarks.md`, "Leases", the hot key at 10x).
+const MAX_WAIT_SHARE: u64 = 16;
+
 /// The core's decision for a request of weight `cost` on a bucket whose TAT is `backlog` µs
 /// ahead of now (the script's arithmetic, rebuilt as `reply.rs` does).
 fn decision(bucket: &TokenBucket, backlog: u64, cost: u64) -> Decision {
@@ -108,12 +115,11 @@ pub(super) fn spend(
         // Fewer units left in the whole quota than this process leases at a time: wait until
         // that many are, rather than take them a round trip each.
         let available = (tolerance - backlog) / interval;
-        // At most an eighth of the burst: a process never waits for more than the quota can
-        // gather while others spend it.
+        // At most a sixteenth of the burst ([`MAX_WAIT_SHARE`]).
         let wanted = held
             .next_want(sizing, now, cost, 0)
             .min(sizing.max_lease)
-            .min(tolerance / interval / FREE_SHARE);
+            .min(tolerance / interval / MAX_WAIT_SHARE);
         if available < wanted {
             let mut waiting = decision(bucket, backlog, wanted);
             if waiting.is_allowed() {

@@ -142,10 +142,10 @@ pub struct GiveBack {
     pub units: u64,
 }
 
-/// The share of the units a key's quota has free that a sized ask wants at least, however
-/// slowly this process spends them: an eighth (the largest lease's default, and the most the
-/// bucket waits for), so that a key's leases last while its quota is far from spent, and
-/// shrink with what is left as it nears the limit.
+/// The most of the units a key's quota has free that a sized ask's floor wants, however slowly
+/// this process spends them (an eighth): the floor is one interval's share of the free quota
+/// (`bucket.rs`, `window.rs`), and never more than this, so that the leases shrink with what is
+/// left as the quota nears its limit.
 pub(crate) const FREE_SHARE: u64 = 8;
 
 /// The round trip for a request that the lease does not hold: the key's sized ask (at least

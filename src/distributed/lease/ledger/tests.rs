@@ -189,18 +189,20 @@ fn what_redis_refused_is_refused_without_a_round_trip() {
         rule.spend(&mut held, &SIZING, 1_001_000, 1),
         Spend::Ask(_)
     ));
-    // A process spending 20 units per interval wants 40 at a time, but waits only until an
-    // eighth of the burst (12) is free: refused while fewer are, asking once that many are.
+    // A process spending 20 units per interval wants 40 at a time, but waits only until a
+    // sixteenth of the burst (6) is free: refused while fewer are, asking once that many are.
     let mut busy = held;
     busy.asking = false;
     busy.spent = 20;
     busy.since = 1_000_000 - SIZING.interval;
+    for refused_at in [1_001_000, 1_005_000] {
+        assert!(matches!(
+            rule.spend(&mut busy, &SIZING, refused_at, 1),
+            Spend::Refused { .. }
+        ));
+    }
     assert!(matches!(
-        rule.spend(&mut busy, &SIZING, 1_001_000, 1),
-        Spend::Refused { .. }
-    ));
-    assert!(matches!(
-        rule.spend(&mut busy, &SIZING, 1_013_000, 1),
+        rule.spend(&mut busy, &SIZING, 1_006_000, 1),
         Spend::Ask(_)
     ));
     // A weightless request is admitted, on what Redis said.
