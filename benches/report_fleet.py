@@ -140,7 +140,7 @@ def tower_lease_rows(data):
         rows.append(
             [
                 f"layer on leases from Redis (`--redis URL --lease`), {LEASED_ALGORITHMS.get(algorithm, algorithm)}, "
-                "against the local layer",
+                "against the local layer of the same algorithm",
                 f"{leased:,.0f}",
                 f"{leased_cpu:.2f}",
                 f"{(1 - lease['ratio']) * 100:.1f}% (ratio {lease['ratio']:.3f}x)",
