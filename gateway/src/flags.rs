@@ -106,7 +106,7 @@ pub(crate) struct Flags {
 
     /// With Redis: spend units leased from each key's quota in Redis here, a round trip per
     /// lease instead of per request; the gateways together still never pass the quota
-    /// (token bucket and fixed window)
+    /// (token bucket, fixed window, sliding window)
     #[arg(long)]
     pub(crate) lease: bool,
 
