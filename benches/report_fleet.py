@@ -29,7 +29,7 @@ def _verdict(value, bound, shown):
 
 
 def _calls_cell(workload):
-    return f"{workload['leased']['calls_per_decision']:.3f} / {workload['exact']['calls_per_decision']:.2f}"
+    return f"{workload['leased']['calls_per_decision']:.4f} / {workload['exact']['calls_per_decision']:.2f}"
 
 
 def lease_fleet(data):
@@ -40,7 +40,7 @@ def lease_fleet(data):
         over = max(leased["over_admission"], exact["over_admission"])
         targeted = workload["name"] in TARGET_WORKLOADS
         calls_ok = (
-            _verdict(leased["calls_per_decision"], MAX_CALLS_PER_DECISION, lambda d: f"{d:.3f}") if targeted else "-"
+            _verdict(leased["calls_per_decision"], MAX_CALLS_PER_DECISION, lambda d: f"{d:.4f}") if targeted else "-"
         )
         extra_ok = (
             _verdict(workload["extra_refusals"], MAX_EXTRA_REFUSALS, lambda d: f"{d * 100:.2f} points")
@@ -113,7 +113,7 @@ def lease_fleet_targets(data, target_class):
         extra = workload["extra_refusals"] * 100
         targets += [
             target_class(f"leases: at most {MAX_CALLS_PER_DECISION} Redis calls per decision ({name})",
-                         "lease fleet", None, calls, MAX_CALLS_PER_DECISION, f"{calls:.3f}"),
+                         "lease fleet", None, calls, MAX_CALLS_PER_DECISION, f"{calls:.4f}"),
             target_class(f"leases: at most {MAX_EXTRA_REFUSALS:.0%} extra refusals ({name})",
                          "lease fleet", None, extra, MAX_EXTRA_REFUSALS * 100, f"{extra:.2f}%", points=True),
         ]
