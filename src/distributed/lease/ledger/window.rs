@@ -49,7 +49,7 @@ fn floor(limit: u64, length: u64, held: &Held, sizing: &Sizing, now: u64) -> u64
     } else {
         (limit, length)
     };
-    // Below 2^64: `free` is at most 2^51 units and the interval at most 2^51 µs.
+    // No overflow in 128 bits: `free` is at most 2^51 units and the interval at most 2^51 µs.
     let share = u128::from(free) * u128::from(sizing.interval) / u128::from(left.max(1));
     u64::try_from(share).unwrap_or(u64::MAX).min(free / FREE_SHARE)
 }
