@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::error::QuotaError;
 use crate::time::duration_to_nanos_saturating;
-use crate::{Decision, Quota};
+use crate::{Decision, Quota, Timestamp};
 
-use super::Transition;
+use super::{OutOfLine, Transition};
 
 /// Packed state of both buckets.
 ///
@@ -191,6 +191,24 @@ impl Gcra {
     ///
     /// Time that goes backwards needs no special case: an earlier `now` only makes
     /// `start - now` larger, so it can only admit less (see `docs/design.md`).
+    /// [`decide_or`](Self::decide_or) for a bucket or shaper whose [wide](super::Algorithm::is_wide)
+    /// decisions `wide` makes on the limiter's 128-bit cell, reached from the weightless branch
+    /// (see [`Algorithm::decide_in_cells`](super::Algorithm::decide_in_cells)): every other
+    /// decision runs `decide_or`'s instructions.
+    #[inline(always)]
+    pub(crate) fn decide_in_cells(
+        &self,
+        state: u64,
+        now: Timestamp,
+        cost: u64,
+        shaper: bool,
+        wide: impl FnOnce(Timestamp, u64) -> Decision,
+    ) -> Transition {
+        let in_cell =
+            |tat, now, cost| Transition::from_out_of_line(decide_in_cell_out_of_line(tat, now, cost, wide));
+        self.decide_or(state, now.as_nanos(), cost, shaper, Some(in_cell))
+    }
+
     // Always inlined: returning the transition through memory costs more than computing it.
     #[inline(always)]
     pub(crate) fn decide_or(
@@ -269,4 +287,19 @@ impl Gcra {
             false => room,
         }
     }
+}
+
+/// A [wide](super::Algorithm::is_wide) bucket's or shaper's decision on the limiter's 128-bit
+/// cell (`wide`), leaving the 64-bit state `tat` as it is. Out of line, so that the 64-bit step
+/// it is reached from keeps the registers and instructions it has without it (as the windows'
+/// general paths: see [`OutOfLine`]).
+#[cold]
+#[inline(never)]
+fn decide_in_cell_out_of_line(
+    tat: u64,
+    now: u64,
+    cost: u64,
+    wide: impl FnOnce(Timestamp, u64) -> Decision,
+) -> OutOfLine {
+    (tat, wide(Timestamp::from_nanos(now), cost))
 }

@@ -7,7 +7,7 @@ use crate::{Decision, Quota, Timestamp};
 
 use super::gcra::Gcra;
 use super::wide_gcra::WideGcra;
-use super::{low_half, Algorithm, OutOfLine, Transition};
+use super::{low_half, Algorithm, Transition};
 
 /// Leaky bucket shaper: requests drain at exactly `count` per `period`. A request that arrives
 /// before its slot is **accepted with a delay** ([`Decision::delay`](crate::Decision::delay)),
@@ -190,25 +190,6 @@ impl Algorithm for LeakyBucket {
         cost: u64,
         wide: impl FnOnce(Timestamp, u64) -> Decision,
     ) -> Transition {
-        let in_cell = |tat, now, cost| {
-            Transition::from_out_of_line(Self::decide_in_cell_out_of_line(tat, now, cost, wide))
-        };
-        self.gcra
-            .decide_or(state, now.as_nanos(), cost, true, Some(in_cell))
-    }
-}
-
-impl LeakyBucket {
-    /// A [wide](Algorithm::is_wide) shaper's decision on the limiter's 128-bit cell (`wide`),
-    /// leaving the 64-bit state `tat` as it is. Out of line, as the token bucket's.
-    #[cold]
-    #[inline(never)]
-    fn decide_in_cell_out_of_line(
-        tat: u64,
-        now: u64,
-        cost: u64,
-        wide: impl FnOnce(Timestamp, u64) -> Decision,
-    ) -> OutOfLine {
-        (tat, wide(Timestamp::from_nanos(now), cost))
+        self.gcra.decide_in_cells(state, now, cost, true, wide)
     }
 }

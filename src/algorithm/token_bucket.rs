@@ -7,7 +7,7 @@ use crate::{Decision, Quota, Timestamp};
 
 use super::gcra::Gcra;
 use super::wide_gcra::WideGcra;
-use super::{low_half, Algorithm, OutOfLine, Transition};
+use super::{low_half, Algorithm, Transition};
 
 /// Token bucket: holds up to `burst` tokens, refilled at `count` per `period`; a request of
 /// weight `n` takes `n` tokens or is refused.
@@ -154,27 +154,6 @@ impl Algorithm for TokenBucket {
         cost: u64,
         wide: impl FnOnce(Timestamp, u64) -> Decision,
     ) -> Transition {
-        let in_cell = |tat, now, cost| {
-            Transition::from_out_of_line(Self::decide_in_cell_out_of_line(tat, now, cost, wide))
-        };
-        self.gcra
-            .decide_or(state, now.as_nanos(), cost, false, Some(in_cell))
-    }
-}
-
-impl TokenBucket {
-    /// A [wide](Algorithm::is_wide) bucket's decision on the limiter's 128-bit cell (`wide`),
-    /// leaving the 64-bit state `tat` as it is. Out of line, so that the 64-bit step it is
-    /// reached from keeps the registers and instructions it has without it (as the windows'
-    /// general paths: see [`OutOfLine`]).
-    #[cold]
-    #[inline(never)]
-    fn decide_in_cell_out_of_line(
-        tat: u64,
-        now: u64,
-        cost: u64,
-        wide: impl FnOnce(Timestamp, u64) -> Decision,
-    ) -> OutOfLine {
-        (tat, wide(Timestamp::from_nanos(now), cost))
+        self.gcra.decide_in_cells(state, now, cost, false, wide)
     }
 }
