@@ -22,7 +22,7 @@ fn fail_closed() -> FailurePolicy {
 }
 
 /// A per-decision limiter on the same keys, asked until it refuses: the units left in Redis.
-async fn drain(
+pub(crate) async fn drain(
     server: &impl RedisUrl,
     algorithm: RedisAlgorithm,
     time: TimeSource,

@@ -5,14 +5,12 @@
 //! whose previous window leaves nothing free is not asked again for every request.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tollgate::distributed::{
-    FailurePolicy, LeasedLimiter, RedisAlgorithm, RedisDecision, RedisLimiter, TimeSource,
-};
+use tollgate::distributed::{LeasedLimiter, RedisAlgorithm, RedisDecision, TimeSource};
 use tollgate::{FixedWindow, ManualClock, SlidingWindow, Timestamp};
 
 use crate::lease_fleet::{check_spaced, leased, settle};
+use crate::lease_lifetime::drain;
 use crate::redis_common::{raw_connection, shared_database};
 
 /// A script as the limiter sends it: `prologue.lua`, then the body of the file named.
@@ -51,22 +49,7 @@ async fn processes_that_barely_spend_hold_little_of_a_long_window() {
         }
         settle(&limiters).await;
         let held: u64 = limiters.iter().map(|l| l.units_held()).sum();
-        let other = RedisLimiter::builder(
-            server.url(),
-            algorithm,
-            FailurePolicy::FailClosed {
-                retry_after: Duration::from_secs(1),
-            },
-        )
-        .time(frozen.clone())
-        .prefix(&prefix)
-        .connect()
-        .await
-        .unwrap();
-        let mut admitted = 0;
-        for _ in 0..800 {
-            admitted += u64::from(other.check("k").await.unwrap().is_allowed());
-        }
+        let admitted = drain(&server, algorithm, frozen.clone(), &prefix, "k").await;
         // Each process's second request asks for twice its pace, one unit in an instant counted
         // over an eighth of an interval: 16, the request's own included. An eighth of what is
         // free, 98 each, would leave the client 784 - 8 * 98.
@@ -80,6 +63,39 @@ fn exact_free(limit: u64, w: u64, e: u64, p: u64, c: u64) -> i128 {
     let room =
         i128::from(limit) * i128::from(w) - i128::from(p) * i128::from(w - e) - i128::from(c) * i128::from(w);
     room.div_euclid(i128::from(w))
+}
+
+/// Little-endian `i64`s, packed as the scripts read them.
+fn packed(words: [i64; 4]) -> Vec<u8> {
+    words.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+/// Writes `state` (index, previous, current, window) to `key`, then calls `sliding_window.lua` in
+/// its `'lease'` mode on it for `want` units, with the packed argument `[cost, w, limit, now]`:
+/// the reply.
+async fn lease_mode(
+    raw: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    state: [i64; 4],
+    [cost, w, limit, now]: [u64; 4],
+    want: u64,
+) -> Vec<u8> {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(packed(state))
+        .query_async(raw)
+        .await
+        .unwrap();
+    redis::cmd("EVAL")
+        .arg(script!("sliding_window.lua"))
+        .arg(1)
+        .arg(key)
+        .arg(packed([cost as i64, w as i64, limit as i64, now as i64]))
+        .arg("lease")
+        .arg((want as i64).to_le_bytes().to_vec())
+        .query_async(raw)
+        .await
+        .unwrap()
 }
 
 /// `sliding_window.lua`'s `'lease'` mode on 3,000 states written directly (limits from 7 per
@@ -136,30 +152,8 @@ async fn the_lease_mode_grants_exactly_half_of_what_passes() {
         };
         let want = cost + next() % (limit + 1);
         let key = format!("lease-mode:{round}");
-        let mut state = Vec::new();
-        for v in [index as i64, p as i64, c as i64, w as i64] {
-            state.extend_from_slice(&v.to_le_bytes());
-        }
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(state)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        let mut packed = Vec::new();
-        for v in [cost as i64, w as i64, limit as i64, now as i64] {
-            packed.extend_from_slice(&v.to_le_bytes());
-        }
-        let reply: Vec<u8> = redis::cmd("EVAL")
-            .arg(script!("sliding_window.lua"))
-            .arg(1)
-            .arg(&key)
-            .arg(packed)
-            .arg("lease")
-            .arg((want as i64).to_le_bytes().to_vec())
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let state = [index as i64, p as i64, c as i64, w as i64];
+        let reply = lease_mode(&mut raw, &key, state, [cost, w, limit, now], want).await;
         assert_eq!(
             reply.len(),
             40,
@@ -211,10 +205,7 @@ async fn a_previous_window_that_fills_the_limit_starts_no_refresh() {
     let limiter = Arc::new(leased(&server, window, frozen, "previous-full:").await);
     let key = limiter.redis_key("k");
     let mut raw = raw_connection(&server).await;
-    let mut state = Vec::new();
-    for v in [index, 100, 0, w] {
-        state.extend_from_slice(&v.to_le_bytes());
-    }
+    let state = packed([index, 100, 0, w]);
     let _: () = redis::cmd("SET")
         .arg(&key)
         .arg(state)
@@ -278,30 +269,8 @@ async fn the_lease_mode_on_states_of_another_window_length() {
         let cost = [0, 1, next() % (limit + 1)][(next() % 3) as usize];
         let want = cost + next() % (limit + 1);
         let key = format!("lease-converted:{round}");
-        let mut state = Vec::new();
-        for v in [si as i64, p as i64, c as i64, sw as i64] {
-            state.extend_from_slice(&v.to_le_bytes());
-        }
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(state)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        let mut packed = Vec::new();
-        for v in [cost as i64, w as i64, limit as i64, now as i64] {
-            packed.extend_from_slice(&v.to_le_bytes());
-        }
-        let reply: Vec<u8> = redis::cmd("EVAL")
-            .arg(script!("sliding_window.lua"))
-            .arg(1)
-            .arg(&key)
-            .arg(packed)
-            .arg("lease")
-            .arg((want as i64).to_le_bytes().to_vec())
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let state = [si as i64, p as i64, c as i64, sw as i64];
+        let reply = lease_mode(&mut raw, &key, state, [cost, w, limit, now], want).await;
         let word = |at: usize| i64::from_le_bytes(reply[at..at + 8].try_into().unwrap());
         let (granted, prev, cur, start_minus_now, replied_now) =
             (word(0), word(8), word(16), word(24), word(32));
@@ -356,10 +325,7 @@ async fn units_given_back_keep_the_previous_windows_count() {
     ];
     for (n, (units, now, finish, back, after)) in cases.into_iter().enumerate() {
         let key = format!("window-return:{n}");
-        let mut state = Vec::new();
-        for v in [i, 5, 7, w] {
-            state.extend_from_slice(&v.to_le_bytes());
-        }
+        let state = packed([i, 5, 7, w]);
         let _: () = redis::cmd("SET")
             .arg(&key)
             .arg(state)
@@ -368,15 +334,12 @@ async fn units_given_back_keep_the_previous_windows_count() {
             .query_async(&mut raw)
             .await
             .unwrap();
-        let mut packed = Vec::new();
-        for v in [units, w, 100, now] {
-            packed.extend_from_slice(&v.to_le_bytes());
-        }
+        let arguments = packed([units, w, 100, now]);
         let got: i64 = redis::cmd("EVAL")
             .arg(script)
             .arg(1)
             .arg(&key)
-            .arg(packed)
+            .arg(arguments)
             .arg(finish.to_le_bytes().to_vec())
             .query_async(&mut raw)
             .await
