@@ -100,12 +100,14 @@ pub(super) fn spend(
             if let Some(decision) = decision {
                 held.left -= cost;
                 held.spent += cost;
-                // A refresh only while Redis, on what it last said, has a unit to grant.
-                let grants = match sliding {
+                // A refresh only while Redis, on what it last said, has a unit to grant (the
+                // sliding window's estimate is computed only once the lease runs low).
+                let low = !held.asking && held.granted > 0 && held.left * 2 <= held.granted;
+                let grants = || match sliding {
                     None => held.known < limit,
                     Some(window) => weighed(window, length, held, held.known, now, 1, true).is_some(),
                 };
-                let refresh = if !held.asking && held.granted > 0 && held.left * 2 <= held.granted && grants {
+                let refresh = if low && grants() {
                     refresh(held, sizing, now, floor(limit, length, held, sizing, now))
                 } else {
                     None
